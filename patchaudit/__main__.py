@@ -1,0 +1,3 @@
+from patchaudit.cli import main
+
+main()

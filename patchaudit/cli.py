@@ -1,0 +1,47 @@
+"""The `patchaudit` command line (click).
+
+Subcommands live in `patchaudit/commands/` and are imported only when used, so
+`patchaudit check` on one file does not pay for what `bump` or `tokens` import.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+
+import click
+
+from patchaudit import __version__
+
+COMMANDS = {
+    "check": ("patchaudit.commands.check", "check"),
+    "bump": ("patchaudit.commands.bump", "bump"),
+    "inventory": ("patchaudit.commands.inventory", "inventory"),
+    "tokens": ("patchaudit.commands.tokens", "tokens"),
+    "rules": ("patchaudit.commands.rules", "rules_cmd"),
+    "explain": ("patchaudit.commands.rules", "explain"),
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx):
+        return [name for name, (mod, _) in COMMANDS.items() if importlib.util.find_spec(mod) is not None]
+
+    def get_command(self, ctx, name):
+        if name not in COMMANDS:
+            return None
+        mod, attr = COMMANDS[name]
+        if importlib.util.find_spec(mod) is None:
+            return None
+        return getattr(importlib.import_module(mod), attr)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="patchaudit")
+def main() -> None:
+    """Lint and audit patch sets carried against inference engines, and the RL
+    rollout code that talks to them (token-in, token-out)."""
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,109 @@
+"""`patchaudit check [PATHS]...`"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from patchaudit.config import ConfigError, EngineSpec, Settings, find_pyproject, load_pyproject
+from patchaudit.reporters import available_formats, render
+
+
+def _split_codes(values: tuple[str, ...]) -> list[str]:
+    out: list[str] = []
+    for v in values:
+        out.extend(c.strip() for c in v.split(",") if c.strip())
+    return out
+
+
+def parse_engine_option(value: str) -> EngineSpec:
+    name, sep, source = value.partition("=")
+    if not sep:
+        name, source = "engine", value
+    if not name or not source:
+        raise click.BadParameter(f"expected NAME=SOURCE, got {value!r}", param_hint="--engine")
+    if name.startswith("-") or source.startswith("-"):
+        raise click.BadParameter(f"refusing {value!r}: looks like an option", param_hint="--engine")
+    strip = None
+    if ":p" in name:
+        name, _, n = name.partition(":p")
+        if not n.isdigit():
+            raise click.BadParameter(f"bad strip level in {value!r} (NAME:pN=SOURCE)", param_hint="--engine")
+        strip = int(n)
+    return EngineSpec(name, source, strip)
+
+
+def build_settings(paths, config, select, ignore, extend_select, engine, jobs, no_cache, tokenizer) -> Settings:
+    cfg_path = config or find_pyproject(list(paths))
+    settings = load_pyproject(cfg_path) if cfg_path else Settings()
+    if select:
+        settings.select = _split_codes(select)
+    if ignore:
+        settings.ignore = settings.ignore + _split_codes(ignore)
+    if extend_select:
+        settings.extend_select = settings.extend_select + _split_codes(extend_select)
+    if engine:
+        settings.engines = [parse_engine_option(e) for e in engine]
+    if jobs:
+        settings.jobs = jobs
+    if no_cache:
+        settings.cache = False
+    if tokenizer:
+        settings.tokenizer = tokenizer
+    return settings
+
+
+def emit(text: str, output: str | None) -> None:
+    if output:
+        try:
+            with open(output, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        except OSError as exc:
+            raise click.ClickException(f"{output}: cannot write: {exc.strerror or exc}")
+    else:
+        click.echo(text, nl=False)
+
+
+def use_color(output: str | None) -> bool:
+    return output is None and sys.stdout.isatty() and "NO_COLOR" not in os.environ
+
+
+@click.command("check")
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option("--engine", multiple=True, metavar="NAME=SOURCE",
+              help="Engine source for exact mode: a directory, PATH@REV of a git repository, a wheel or sdist. "
+                   "Repeatable. NAME:pN=SOURCE fixes the strip level.")
+@click.option("--select", multiple=True, metavar="CODES", help="Rule codes or prefixes to run (comma-separated).")
+@click.option("--ignore", multiple=True, metavar="CODES", help="Rule codes or prefixes to skip.")
+@click.option("--extend-select", multiple=True, metavar="CODES", help="Codes to add to the selection.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif", "github"]), default="text",
+              show_default=True)
+@click.option("--output", "-o", type=click.Path(dir_okay=False), help="Write the report to FILE.")
+@click.option("--config", type=click.Path(exists=True, dir_okay=False), help="A pyproject.toml to read.")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), help="Worker processes (default: number of cores).")
+@click.option("--no-cache", is_flag=True, help="Do not read or write the result cache.")
+@click.option("--tokenizer", type=click.Path(), help="tokenizer.json or a model folder (PA105).")
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even when findings are reported.")
+def check(paths, engine, select, ignore, extend_select, fmt, output, config, jobs, no_cache, tokenizer,
+          exit_zero) -> None:
+    """Check patches, Python and other text files under PATHS (default: .)."""
+    from patchaudit.runner import RunError, run_check
+
+    paths = list(paths) or ["."]
+    if fmt not in available_formats():
+        raise click.UsageError(f"format {fmt!r} is not available in this build")
+    try:
+        settings = build_settings(paths, config, select, ignore, extend_select, engine, jobs, no_cache, tokenizer)
+        result = run_check(paths, settings)
+    except (ConfigError, RunError) as exc:
+        click.echo(f"patchaudit: error: {exc}", err=True)
+        sys.exit(2)
+    for err in result.errors:
+        click.echo(str(err), err=True)
+    emit(render(fmt, result, color=use_color(output)), output)
+    code = result.exit_code
+    if exit_zero and code == 1:
+        code = 0
+    sys.exit(code)

@@ -1,0 +1,135 @@
+"""Findings: what rules report, located in the file the user reads.
+
+A rule reports in the coordinates of the unit it analysed (`Report`); the runner
+turns a report into a `Finding` through the unit's line map, so a finding in a
+patch carries the patch file's own line and, separately, the engine file line
+(`Target`).  The JSON shape of `Finding.to_json` is a public interface
+(documented in the README): keep it stable.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class Severity(str, enum.Enum):
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+
+    @property
+    def rank(self) -> int:
+        return {"error": 2, "warning": 1, "info": 0}[self.value]
+
+
+@dataclass(frozen=True)
+class TraceStep:
+    path: str
+    line: int
+    note: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "line": self.line, "note": self.note}
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a finding in a patch lands in the engine (or patched) file."""
+
+    path: str
+    line: int | None
+    symbol: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "line": self.line, "symbol": self.symbol}
+
+
+@dataclass(frozen=True)
+class Report:
+    """A rule's report, in unit coordinates (1-based lines, 0-based columns)."""
+
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    message: str
+    trace: tuple[tuple[int, str], ...] = ()   # (unit line, note)
+    severity: Severity | None = None          # overrides the rule's default
+    # set when the reported construct runs into text the unit had to invent
+    # (a fragment closed artificially at the end of a hunk)
+    incomplete: bool = False
+
+
+@dataclass
+class Finding:
+    code: str
+    name: str
+    severity: Severity
+    message: str
+    path: str
+    line: int
+    column: int = 1
+    end_line: int | None = None
+    end_column: int | None = None
+    target: Target | None = None
+    trace: list[TraceStep] = field(default_factory=list)
+    # lines shown under the finding in text output (the hunk of a patch)
+    context: list[str] = field(default_factory=list)
+    # stable identity for baselines (filled by the runner)
+    fingerprint: str | None = None
+
+    def sort_key(self) -> tuple:
+        return (self.path, self.line, self.column, self.code, self.message)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "code": self.code,
+            "name": self.name,
+            "severity": self.severity.value,
+            "message": self.message,
+            "path": self.path,
+            "line": self.line,
+            "column": self.column,
+            "end_line": self.end_line if self.end_line is not None else self.line,
+            "end_column": self.end_column if self.end_column is not None else self.column,
+            "target": self.target.to_json() if self.target else None,
+            "trace": [s.to_json() for s in self.trace],
+            "fingerprint": self.fingerprint,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Finding":
+        target = data.get("target")
+        return cls(
+            code=data["code"],
+            name=data["name"],
+            severity=Severity(data["severity"]),
+            message=data["message"],
+            path=data["path"],
+            line=data["line"],
+            column=data.get("column", 1),
+            end_line=data.get("end_line"),
+            end_column=data.get("end_column"),
+            target=Target(**target) if target else None,
+            trace=[TraceStep(**s) for s in data.get("trace", [])],
+            context=list(data.get("context", [])),
+            fingerprint=data.get("fingerprint"),
+        )
+
+
+@dataclass(frozen=True)
+class FileError:
+    """A file that could not be read or analysed: exit code 2, the scan goes on."""
+
+    path: str
+    message: str
+    line: int | None = None
+
+    def __str__(self) -> str:
+        where = f"{self.path}:{self.line}" if self.line else self.path
+        return f"{where}: error: {self.message}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "line": self.line, "message": self.message}

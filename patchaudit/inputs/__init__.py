@@ -1,0 +1,1 @@
+"""Inputs: patch files, Python and text sources, engine sources."""

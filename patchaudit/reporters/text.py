@@ -1,0 +1,51 @@
+"""Text output in ruff's shape: `path:line:col: CODE message`, then details."""
+
+from __future__ import annotations
+
+import click
+
+_SEV_COLOR = {"error": "red", "warning": "yellow", "info": "cyan"}
+
+
+def _style(text: str, color: bool, **kw) -> str:
+    return click.style(text, **kw) if color else text
+
+
+def format_finding(f, color: bool = False) -> str:
+    head = (f"{_style(f.path, color, bold=True)}:{f.line}:{f.column}: "
+            f"{_style(f.code, color, fg=_SEV_COLOR.get(f.severity.value), bold=True)} "
+            f"{f.message}")
+    out = [head]
+    if f.target is not None:
+        where = f.target.path + (f":{f.target.line}" if f.target.line else "")
+        sym = f" in {f.target.symbol}" if f.target.symbol else ""
+        out.append(f"  {_style('-->', color, fg='blue')} {where}{sym}")
+    if f.trace:
+        out.append("  trace:")
+        for k, step in enumerate(f.trace, 1):
+            out.append(f"    {k}. {step.path}:{step.line}: {step.note}")
+    if f.context:
+        for line in f.context:
+            out.append(f"   {_style('|', color, fg='blue')} {line}")
+    return "\n".join(out)
+
+
+def summary(result) -> str:
+    n = len(result.findings)
+    by = {"error": 0, "warning": 0, "info": 0}
+    for f in result.findings:
+        by[f.severity.value] += 1
+    files = f"{result.files} file{'s' if result.files != 1 else ''}"
+    if not n:
+        return f"All checks passed ({files} checked)."
+    parts = ", ".join(f"{v} {k}{'s' if v != 1 else ''}" for k, v in by.items() if v)
+    return f"Found {n} finding{'s' if n != 1 else ''} ({parts}) in {files}."
+
+
+def render(result, *, color: bool = False, rules=None) -> str:
+    blocks = [format_finding(f, color) for f in result.findings]
+    hunks = getattr(result, "hunks", None)
+    out = "\n".join(blocks)
+    if out:
+        out += "\n\n"
+    return out + summary(result) + "\n"

@@ -1,0 +1,246 @@
+"""The rule framework: what a rule declares, how it reports, how rules are found.
+
+A rule is one module in the `rules/` folder (installed as `patchaudit.rules`)
+holding one subclass of `Rule`.  The class declares its code, name, default
+severity, the unit kinds it reads, the literal strings without which it cannot
+fire (the pre-filter), its documentation (the class docstring, in ruff's shape:
+What it does / Why is this bad / Example / Use instead / Incident) and its
+VALID/INVALID examples, which the test suite runs through the real pipeline.
+
+Python rules are libcst `BatchableCSTVisitor`s, as in Fixit: all selected rules
+of a file share one parse and one batched traversal, and the metadata they
+declare in METADATA_DEPENDENCIES is computed once.  Text and patch rules
+implement `check_text` / `check_patch`.  Rules do no I/O.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+import textwrap
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Iterator
+
+from patchaudit.findings import Report, Severity
+
+if TYPE_CHECKING:  # pragma: no cover
+    import libcst as cst
+
+    from patchaudit.units import PatchUnit, PythonUnit, TextUnit
+
+#: unit kinds a rule can read
+PYTHON, TEXT, PATCH = "python", "text", "patch"
+
+
+@dataclass(frozen=True)
+class Example:
+    """One VALID or INVALID example of a rule.
+
+    `code` is the file's content; `kind` says what file it is: "python",
+    "patch", "shell", "dockerfile", "yaml", "env" (or give `filename`).
+    For INVALID examples, `count` findings of the rule are expected; `line`
+    (the first finding's line in the file) and `contains` (a substring of its
+    message) are checked when given.  `engine` maps engine-relative paths to
+    file contents: the example then runs in exact mode against that tree.
+    `options` are per-rule options, `config` extra run configuration.
+    """
+
+    code: str
+    kind: str = "python"
+    filename: str | None = None
+    count: int = 1
+    line: int | None = None
+    contains: str | None = None
+    engine: dict[str, str] | None = None
+    options: dict[str, Any] | None = None
+    tokenizer: dict[str, Any] | None = None
+    title: str = ""
+
+    def file_name(self) -> str:
+        if self.filename:
+            return self.filename
+        return {
+            "python": "example.py",
+            "patch": "example.patch",
+            "shell": "example.sh",
+            "dockerfile": "Dockerfile",
+            "yaml": "example.yaml",
+            "env": ".env",
+        }[self.kind]
+
+    @property
+    def source(self) -> str:
+        return textwrap.dedent(self.code).lstrip("\n")
+
+
+class RuleContext:
+    """What a rule instance sees besides the unit: its options and run settings."""
+
+    def __init__(self, options: dict[str, Any] | None = None, engine: Any = None,
+                 tokenizer: Any = None, settings: Any = None):
+        self.options = options or {}
+        self.engine = engine
+        self.tokenizer = tokenizer
+        self.settings = settings
+
+
+try:  # Python rules are libcst visitors; text-only runs must not need libcst imported
+    from libcst import BatchableCSTVisitor as _VisitorBase
+except Exception:  # pragma: no cover
+    _VisitorBase = object  # type: ignore[assignment,misc]
+
+
+class Rule(_VisitorBase):  # type: ignore[misc,valid-type]
+    code: ClassVar[str] = ""
+    name: ClassVar[str] = ""
+    severity: ClassVar[Severity] = Severity.ERROR
+    default_enabled: ClassVar[bool] = True
+    #: unit kinds this rule reads: PYTHON, TEXT, PATCH
+    kinds: ClassVar[frozenset[str]] = frozenset({PYTHON})
+    #: what the rule needs beyond the input: "engine", "engine-pair", "tokenizer"
+    needs: ClassVar[frozenset[str]] = frozenset()
+    #: pre-filter in disjunctive normal form: the rule can only fire on a text
+    #: that contains every string of at least one group.  () means "always".
+    requires: ClassVar[tuple[tuple[str, ...], ...]] = ()
+    #: default per-rule options (configurable under [tool.patchaudit.rules.CODE])
+    options: ClassVar[dict[str, Any]] = {}
+    VALID: ClassVar[list[Example]] = []
+    INVALID: ClassVar[list[Example]] = []
+
+    def __init__(self, unit: Any = None, context: RuleContext | None = None):
+        if _VisitorBase is not object:
+            super().__init__()
+        self.unit = unit
+        self.context = context or RuleContext()
+        self.opts = {**self.options, **self.context.options}
+        self.reports: list[Report] = []
+        self.crash: BaseException | None = None
+
+    def get_visitors(self):  # libcst's batching hook: isolate a crashing rule
+        methods = super().get_visitors()
+
+        def guard(fn):
+            def run(node):
+                if self.crash is not None:
+                    return None
+                try:
+                    return fn(node)
+                except RecursionError:
+                    raise
+                except Exception as exc:
+                    self.crash = exc
+                    return None
+            return run
+
+        return {name: guard(fn) for name, fn in methods.items()}
+
+    # ----- reporting -------------------------------------------------------
+    def report(self, node: "cst.CSTNode", message: str, *, trace: Iterable[tuple[int, str]] = (),
+               severity: Severity | None = None) -> None:
+        """Report `message` at `node` (needs PositionProvider in METADATA_DEPENDENCIES)."""
+        from libcst.metadata import PositionProvider
+
+        pos = self.get_metadata(PositionProvider, node)
+        self.report_at(pos.start.line, pos.start.column, pos.end.line, pos.end.column, message,
+                       trace=trace, severity=severity)
+
+    def report_at(self, line: int, column: int, end_line: int | None, end_column: int | None,
+                  message: str, *, trace: Iterable[tuple[int, str]] = (),
+                  severity: Severity | None = None) -> None:
+        self.reports.append(Report(line, column, end_line or line,
+                                   end_column if end_column is not None else column,
+                                   message, tuple(trace), severity))
+
+    # ----- hooks for non-Python units --------------------------------------
+    def check_text(self, unit: "TextUnit") -> None:  # pragma: no cover - overridden
+        """Called for text units (shell, Dockerfile, YAML, .env, hunks of such files)."""
+
+    def check_patch(self, unit: "PatchUnit") -> None:  # pragma: no cover - overridden
+        """Called once per patch file."""
+
+    # ----- documentation ---------------------------------------------------
+    @classmethod
+    def docs(cls) -> str:
+        return inspect.cleandoc(cls.__doc__ or "")
+
+    @classmethod
+    def summary(cls) -> str:
+        doc = cls.docs()
+        for para in doc.split("\n\n"):
+            para = para.strip()
+            if para and not para.startswith("#"):
+                return " ".join(para.split())
+        return ""
+
+    @classmethod
+    def can_match(cls, text: str) -> bool:
+        """The pre-filter: False only when the rule cannot fire on `text`."""
+        if not cls.requires:
+            return True
+        return any(all(s in text for s in group) for group in cls.requires)
+
+
+_REGISTRY: dict[str, type[Rule]] | None = None
+
+
+def _is_rule_class(obj: Any, module_name: str) -> bool:
+    return (inspect.isclass(obj) and issubclass(obj, Rule) and obj is not Rule
+            and obj.__module__ == module_name and bool(getattr(obj, "code", "")))
+
+
+def all_rules() -> dict[str, type[Rule]]:
+    """Every rule of the built-in pack, by code (sorted)."""
+    global _REGISTRY
+    if _REGISTRY is None:
+        import patchaudit.rules as pack
+
+        found: dict[str, type[Rule]] = {}
+        for info in pkgutil.iter_modules(pack.__path__):
+            if info.name.startswith("_"):
+                continue
+            module = importlib.import_module(f"{pack.__name__}.{info.name}")
+            for obj in vars(module).values():
+                if _is_rule_class(obj, module.__name__):
+                    if obj.code in found:
+                        raise RuntimeError(f"rule code {obj.code} defined twice "
+                                           f"({found[obj.code].__module__}, {module.__name__})")
+                    found[obj.code] = obj
+        _REGISTRY = dict(sorted(found.items()))
+    return _REGISTRY
+
+
+def iter_examples(rule: type[Rule]) -> Iterator[tuple[bool, Example]]:
+    for ex in rule.VALID:
+        yield False, ex
+    for ex in rule.INVALID:
+        yield True, ex
+
+
+def select_rules(select: Iterable[str] | None = None, ignore: Iterable[str] = (),
+                 extend_select: Iterable[str] = ()) -> list[type[Rule]]:
+    """Resolve codes and prefixes (`PA1`, `PA`, `ALL`) the way ruff does."""
+    rules = all_rules()
+
+    def expand(codes: Iterable[str]) -> set[str]:
+        out: set[str] = set()
+        for c in codes:
+            c = c.strip().upper()
+            if not c:
+                continue
+            if c == "ALL":
+                out |= set(rules)
+                continue
+            matched = {code for code in rules if code.startswith(c)}
+            if not matched:
+                raise KeyError(c)
+            out |= matched
+        return out
+
+    if select is None:
+        chosen = {c for c, r in rules.items() if r.default_enabled}
+    else:
+        chosen = expand(select)
+    chosen |= expand(extend_select)
+    chosen -= expand(ignore)
+    return [rules[c] for c in sorted(chosen)]

@@ -1,0 +1,381 @@
+"""The check pipeline: inputs -> units -> rules -> findings.
+
+`analyse_file` is the whole per-file job (read, build units, run the selected
+rules, map reports to findings, apply inline suppressions).  It is a plain
+function of picklable arguments so it can run in a worker process, and its
+result depends only on the file's content and the run's settings, which is
+what makes the per-file cache sound.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from patchaudit.config import Settings
+from patchaudit.findings import FileError, Finding, Report, Severity
+from patchaudit.inputs.discover import PATCH, PYTHON, SourceFile, classify
+from patchaudit.rule import PATCH as K_PATCH
+from patchaudit.rule import PYTHON as K_PYTHON
+from patchaudit.rule import TEXT as K_TEXT
+from patchaudit.rule import Rule, RuleContext, select_rules
+
+SUPPRESS_RE = re.compile(r"#\s*patchaudit:\s*ignore(?:\[(?P<codes>[A-Za-z0-9_,\s]*)\])?", re.I)
+
+
+@dataclass
+class FileResult:
+    path: str
+    findings: list[Finding] = field(default_factory=list)
+    errors: list[FileError] = field(default_factory=list)
+    parsed: int = 0          # libcst parses done (for the cache/speed tests)
+    # suppression comments: (line, codes or None) that matched nothing
+    unused_suppressions: list[tuple[int, tuple[str, ...] | None]] = field(default_factory=list)
+
+
+@dataclass
+class RunResult:
+    findings: list[Finding] = field(default_factory=list)
+    errors: list[FileError] = field(default_factory=list)
+    files: int = 0
+    parsed: int = 0
+    cached: int = 0
+    hunks: list[Any] = field(default_factory=list)   # exact mode: per-hunk application records
+
+    @property
+    def exit_code(self) -> int:
+        if self.errors:
+            return 2
+        return 1 if self.findings else 0
+
+
+class RunError(Exception):
+    """A usage or configuration problem that stops the run (exit code 2)."""
+
+
+def resolve_rules(settings: Settings) -> list[type[Rule]]:
+    try:
+        return select_rules(settings.select, settings.ignore, settings.extend_select)
+    except KeyError as exc:
+        raise RunError(f"unknown rule code or prefix {exc.args[0]!r} (see `patchaudit rules`)") from None
+
+
+def text_flavor(kind: str) -> str:
+    return kind
+
+
+# --------------------------------------------------------------------------
+# running rules on units
+
+
+def _context_for(rule: type[Rule], settings: Settings, engine: Any = None, tokenizer: Any = None) -> RuleContext:
+    return RuleContext(settings.options_for(rule.code), engine=engine, tokenizer=tokenizer, settings=settings)
+
+
+def _needs_met(rule: type[Rule], *, engine: Any, tokenizer: Any) -> bool:
+    if "engine" in rule.needs and engine is None:
+        return False
+    if "engine-pair" in rule.needs:
+        return False  # only the bump command provides two engine versions
+    if "tokenizer" in rule.needs and tokenizer is None:
+        return False
+    return True
+
+
+def run_python_rules(unit, rules: list[type[Rule]], settings: Settings, result: FileResult,
+                     tokenizer: Any = None) -> list[Finding]:
+    engine = getattr(unit, "engine", None)
+    active = [r for r in rules if K_PYTHON in r.kinds and _needs_met(r, engine=engine, tokenizer=tokenizer)
+              and r.can_match(unit.text)]
+    if not active:
+        return []
+    import libcst as cst
+    from libcst.metadata import MetadataWrapper
+
+    try:
+        module = unit.parse()
+    except cst.ParserSyntaxError as exc:
+        if unit.mode == "file":
+            result.errors.append(FileError(unit.path, f"cannot parse Python: {exc.message}", exc.raw_line))
+        return []
+    except RecursionError:
+        result.errors.append(FileError(unit.path, "Python nested too deeply to parse (recursion limit)"))
+        return []
+    result.parsed += 1
+    instances = [r(unit, _context_for(r, settings, engine, tokenizer)) for r in active]
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    try:
+        wrapper.visit_batched(instances)
+    except RecursionError:
+        result.errors.append(FileError(unit.path, "Python nested too deeply to analyse (recursion limit)"))
+        return []
+    out: list[Finding] = []
+    for inst in instances:
+        if inst.crash is not None:
+            result.errors.append(FileError(unit.path, f"rule {inst.code} crashed: {inst.crash!r}"))
+        out.extend(_to_findings(unit, type(inst), inst.reports))
+    return out
+
+
+def _to_findings(unit, rule: type[Rule], reports: Iterable[Report]) -> list[Finding]:
+    out = []
+    for rep in reports:
+        f = unit.to_finding(rule, rep)
+        if f is not None:
+            out.append(f)
+    return out
+
+
+def run_unit_rules(unit, kind: str, rules: list[type[Rule]], settings: Settings, result: FileResult,
+                   engine: Any = None, tokenizer: Any = None) -> list[Finding]:
+    """Text and patch rules: each gets the unit and reports in its coordinates."""
+    out: list[Finding] = []
+    for r in rules:
+        if kind not in r.kinds or not _needs_met(r, engine=engine, tokenizer=tokenizer):
+            continue
+        inst = r(unit, _context_for(r, settings, engine, tokenizer))
+        try:
+            if kind == K_TEXT:
+                if not r.can_match("\n".join(unit.lines)):
+                    continue
+                inst.check_text(unit)
+            else:
+                inst.check_patch(unit)
+        except Exception as exc:  # one rule's crash never stops the run
+            result.errors.append(FileError(unit.path, f"rule {r.code} crashed: {exc!r}"))
+            continue
+        out.extend(_to_findings(unit, r, inst.reports))
+    return out
+
+
+# --------------------------------------------------------------------------
+# per-file analysis
+
+
+def read_bytes(path: str, settings: Settings, result: FileResult) -> bytes | None:
+    try:
+        size = os.path.getsize(path)
+        if size > settings.max_file_size:
+            result.errors.append(FileError(path, f"file is {size} bytes, over the limit of "
+                                                 f"{settings.max_file_size} (max-file-size)"))
+            return None
+        with open(path, "rb") as fh:
+            return fh.read()
+    except OSError as exc:
+        result.errors.append(FileError(path, f"cannot read: {exc.strerror or exc}"))
+        return None
+
+
+def decode_source(path: str, data: bytes, result: FileResult) -> str | None:
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        result.errors.append(FileError(path, f"not valid UTF-8 (byte 0x{data[exc.start]:02x})", line))
+        return None
+
+
+def analyse_file(src: SourceFile, settings: Settings, rules: list[type[Rule]] | None = None,
+                 engines: Any = None, tokenizer: Any = None) -> FileResult:
+    """Everything patchaudit does to one file.  Never raises for bad input."""
+    from patchaudit.units import PatchUnit, PythonUnit, TextUnit
+
+    rules = rules if rules is not None else resolve_rules(settings)
+    result = FileResult(src.path)
+    data = read_bytes(src.path, settings, result)
+    if data is None:
+        return result
+    findings: list[Finding] = []
+    raw_lines: list[str]
+    try:
+        if src.kind == PATCH:
+            from patchaudit.inputs.patches import read_patch
+
+            patch = read_patch(src.path, data)
+            raw_lines = patch.lines
+            punit = PatchUnit(path=src.path, patch=patch, problems=patch.problems)
+            units_py, units_text = [], []
+            engine_ctx = engines.for_patch(patch) if engines is not None else None
+            if engine_ctx is not None:
+                from patchaudit.units.exact import exact_units
+
+                units_py, units_text, punit.engine = exact_units(patch, engine_ctx, report_path=src.path)
+            else:
+                units_py, units_text = patch_fragment_units(patch, src.path)
+            findings += run_unit_rules(punit, K_PATCH, rules, settings, result,
+                                       engine=engine_ctx, tokenizer=tokenizer)
+            for u in units_py:
+                findings += run_python_rules(u, rules, settings, result, tokenizer)
+            for u in units_text:
+                findings += run_unit_rules(u, K_TEXT, rules, settings, result, engine=engine_ctx,
+                                           tokenizer=tokenizer)
+        else:
+            text = decode_source(src.path, data, result)
+            if text is None:
+                return result
+            raw_lines = text.splitlines()
+            if src.kind == PYTHON:
+                findings += run_python_rules(PythonUnit(path=src.path, text=text), rules, settings, result,
+                                             tokenizer)
+            else:
+                unit = TextUnit(path=src.path, flavor=src.kind, lines=raw_lines)
+                findings += run_unit_rules(unit, K_TEXT, rules, settings, result, tokenizer=tokenizer)
+    except RecursionError:
+        result.errors.append(FileError(src.path, "input nested too deeply (recursion limit)"))
+        return result
+    except Exception as exc:  # isolate: a bug on one file never stops the run
+        import traceback
+
+        tb = traceback.extract_tb(exc.__traceback__)[-1]
+        result.errors.append(FileError(src.path, f"internal error: {exc!r} at {os.path.basename(tb.filename)}:{tb.lineno}"))
+        return result
+    findings = _dedupe(findings)
+    findings = apply_per_file_ignores(findings, settings)
+    result.findings, result.unused_suppressions = apply_suppressions(findings, raw_lines)
+    return result
+
+
+def patch_fragment_units(patch, report_path: str):
+    """Fragment mode: Python units from hunks of .py files, text units from other hunks."""
+    from patchaudit.units import LineInfo, TextUnit
+    from patchaudit.units.fragments import fragment_units
+
+    py, text = [], []
+    for section, hunk in patch.iter_hunks():
+        if section.is_binary:
+            continue
+        if section.is_python:
+            py.extend(fragment_units(patch, section, hunk, report_path=report_path))
+            continue
+        kind = classify(section.path)
+        if kind in (None, PATCH, PYTHON):
+            continue
+        text.append(hunk_text_unit(patch, section, hunk, kind, report_path))
+    return py, text
+
+
+def hunk_text_unit(patch, section, hunk, kind: str, report_path: str, target_path: str | None = None):
+    from patchaudit.units import LineInfo, TextUnit
+
+    post = hunk.post_image
+    changed = hunk.changed_target_lines
+    lines_map = {k + 1: LineInfo(l.patch_line, 1, l.target_line, l.target_line in changed)
+                 for k, l in enumerate(post)}
+    judged = frozenset(k + 1 for k, l in enumerate(post) if l.target_line in changed)
+    return TextUnit(path=report_path, lines_map=lines_map, judged=judged,
+                    target_path=target_path or section.path, patch=patch, section=section, hunk=hunk,
+                    mode="fragment", flavor=kind, lines=[l.text for l in post])
+
+
+def _dedupe(findings: list[Finding]) -> list[Finding]:
+    seen = set()
+    out = []
+    for f in sorted(findings, key=Finding.sort_key):
+        key = (f.code, f.path, f.line, f.column, f.message)
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(f)
+    return out
+
+
+def apply_per_file_ignores(findings: list[Finding], settings: Settings) -> list[Finding]:
+    if not settings.per_file_ignores:
+        return findings
+    out = []
+    for f in findings:
+        p = f.path.replace(os.sep, "/")
+        drop = False
+        for glob, codes in settings.per_file_ignores.items():
+            if fnmatch.fnmatch(p, glob) or fnmatch.fnmatch(os.path.basename(p), glob):
+                if any(c.upper() == "ALL" or f.code.startswith(c.upper()) for c in codes):
+                    drop = True
+                    break
+        if not drop:
+            out.append(f)
+    return out
+
+
+def parse_suppression(line: str) -> tuple[bool, tuple[str, ...] | None]:
+    m = SUPPRESS_RE.search(line)
+    if not m:
+        return False, None
+    codes = m.group("codes")
+    if codes is None:
+        return True, None
+    return True, tuple(c.strip().upper() for c in codes.split(",") if c.strip())
+
+
+def apply_suppressions(findings: list[Finding], lines: list[str]):
+    """Drop findings whose reported line carries `# patchaudit: ignore[...]`."""
+    used: dict[int, set[str]] = {}
+    comments: dict[int, tuple[str, ...] | None] = {}
+    for i, text in enumerate(lines, 1):
+        if "patchaudit" in text:
+            ok, codes = parse_suppression(text)
+            if ok:
+                comments[i] = codes
+    kept = []
+    for f in findings:
+        codes = comments.get(f.line, ())
+        if f.line in comments and (codes is None or any(f.code.startswith(c) for c in codes)):
+            used.setdefault(f.line, set()).add(f.code)
+            continue
+        kept.append(f)
+    unused = []
+    for line, codes in comments.items():
+        if codes is None:
+            if line not in used:
+                unused.append((line, None))
+        else:
+            left = tuple(c for c in codes if not any(u.startswith(c) for u in used.get(line, ())))
+            if left:
+                unused.append((line, left))
+    return kept, unused
+
+
+# --------------------------------------------------------------------------
+# the whole run
+
+
+def open_engines(settings: Settings):
+    if not settings.engines:
+        return None
+    from patchaudit.inputs.engine import EngineError
+    from patchaudit.units.exact import EngineSet
+
+    try:
+        return EngineSet.open(settings.engines)
+    except EngineError as exc:
+        raise RunError(str(exc)) from None
+
+
+def load_tokenizer(settings: Settings):
+    if not settings.tokenizer:
+        return None
+    from patchaudit.tokenizer import TokenizerError, load_tokenizer as _load
+
+    try:
+        return _load(settings.tokenizer)
+    except TokenizerError as exc:
+        raise RunError(str(exc)) from None
+
+
+def run_check(paths: list[str], settings: Settings) -> RunResult:
+    from patchaudit.inputs.discover import discover
+
+    rules = resolve_rules(settings)
+    files, errors = discover(paths, settings.exclude)
+    engines = open_engines(settings)
+    tokenizer = load_tokenizer(settings)
+    result = RunResult(errors=list(errors), files=len(files))
+    for src in files:
+        fr = analyse_file(src, settings, rules, engines, tokenizer)
+        result.findings.extend(fr.findings)
+        result.errors.extend(fr.errors)
+        result.parsed += fr.parsed
+    result.findings.sort(key=Finding.sort_key)
+    return result

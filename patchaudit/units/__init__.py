@@ -1,0 +1,208 @@
+"""Units: the code a rule analyses, with the maps from its lines back to files.
+
+A unit is what one rule invocation sees: a whole Python file, a window of a
+patch hunk parsed on its own (fragment mode), a whole engine file with the
+patch applied (exact mode), the lines of a shell/Dockerfile/YAML/.env file or
+hunk, or a patch file as a whole.  Every unit knows how to map a line of its
+own text back to the place a user reads (`LineInfo`): the `.py` file, or the
+patch file's own line plus the engine file's line.  `to_finding` does that
+mapping for every report of every rule, in one place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from patchaudit.findings import Finding, Report, Target, TraceStep
+
+if TYPE_CHECKING:  # pragma: no cover
+    from patchaudit.inputs.patches import FileSection, Hunk, PatchFile
+    from patchaudit.rule import Rule
+
+INCOMPLETE_NOTE = "call continues past the hunk; give --engine to confirm"
+
+
+@dataclass(frozen=True)
+class LineInfo:
+    """Where a unit line is in the file the user reads."""
+
+    line: int                      # line in the reported file (.py, or the patch file)
+    col_shift: int = 0             # add to a unit column to get the reported column
+    target_line: int | None = None  # line in the engine/target file (patches)
+    changed: bool = True           # the line is added/changed by the patch
+
+
+@dataclass
+class Unit:
+    path: str                                  # the file findings are reported in
+    lines_map: dict[int, LineInfo] | None = None  # None: identity (a file read directly)
+    judged: frozenset[int] | None = None       # unit lines that may carry findings (None: all)
+    target_path: str | None = None             # the engine file a patch unit lands in
+    patch: "PatchFile | None" = None
+    section: "FileSection | None" = None
+    hunk: "Hunk | None" = None
+    mode: str = "file"                         # file | fragment | exact
+
+    def info(self, line: int) -> LineInfo | None:
+        if self.lines_map is None:
+            return LineInfo(line, 0, None, True)
+        return self.lines_map.get(line)
+
+    def judges(self, first: int, last: int) -> bool:
+        if self.judged is None:
+            return True
+        return any(first <= l <= last for l in self.judged)
+
+    def symbol_at(self, line: int) -> str | None:  # overridden by Python units
+        return None
+
+    def is_incomplete(self, end_line: int, end_column: int) -> bool:  # fragments override
+        return False
+
+    def context_lines(self, report_line: int) -> list[str]:
+        if self.patch is not None and self.hunk is not None:
+            return self.patch.hunk_text(self.hunk)
+        return []
+
+    def to_finding(self, rule: "type[Rule]", rep: Report) -> Finding | None:
+        """Map a report to a finding, or None when it lies outside the judged lines."""
+        trace_lines = [l for l, _ in rep.trace]
+        if not self.judges(rep.line, rep.end_line) and not any(self.judges(l, l) for l in trace_lines):
+            return None
+        anchor = rep.line
+        info = self.info(anchor)
+        if info is None or (self.judged is not None and anchor not in self.judged and
+                            not self.judges(rep.line, rep.end_line)):
+            # e.g. a trace-only hit: anchor at the first judged line of the range/trace
+            cands = [l for l in range(rep.line, rep.end_line + 1) if self.judges(l, l)] or \
+                    [l for l in trace_lines if self.judges(l, l)]
+            for c in cands:
+                if self.info(c) is not None:
+                    anchor, info = c, self.info(c)
+                    break
+        if info is None:
+            return None
+        column = (rep.column if anchor == rep.line else 0) + info.col_shift + 1
+        end_info = self.info(rep.end_line)
+        end_line = end_info.line if end_info else info.line
+        end_column = rep.end_column + (end_info.col_shift if end_info else 0) + 1
+        message = rep.message
+        if rep.incomplete or self.is_incomplete(rep.end_line, rep.end_column):
+            message += f" ({INCOMPLETE_NOTE})"
+        target = None
+        if self.target_path is not None:
+            target = Target(self.target_path, info.target_line, self.symbol_at(anchor))
+        trace = []
+        for l, note in rep.trace:
+            ti = self.info(l)
+            trace.append(TraceStep(self.path, ti.line if ti else l, note))
+        return Finding(
+            code=rule.code,
+            name=rule.name,
+            severity=rep.severity or rule.severity,
+            message=message,
+            path=self.path,
+            line=info.line,
+            column=column,
+            end_line=max(end_line, info.line),
+            end_column=end_column,
+            target=target,
+            trace=trace,
+            context=self.context_lines(anchor),
+        )
+
+
+@dataclass
+class PythonUnit(Unit):
+    """Python code for the libcst rules."""
+
+    text: str = ""
+    # (line, column) after which the text was invented to close a fragment
+    real_end: tuple[int, int] | None = None
+    # symbol known to enclose the whole unit (a hunk's "@@ ... @@ class X:" header)
+    outer_symbol: str | None = None
+    engine: Any = None                          # exact mode: the engine context
+    _module: Any = field(default=None, repr=False)
+    _symbols: list[tuple[int, int, str]] | None = field(default=None, repr=False)
+
+    kind = "python"
+
+    def parse(self):
+        """Parse once; raises libcst.ParserSyntaxError."""
+        if self._module is None:
+            import libcst as cst
+
+            self._module = cst.parse_module(self.text)
+        return self._module
+
+    def is_incomplete(self, end_line: int, end_column: int) -> bool:
+        if self.real_end is None:
+            return False
+        return (end_line, end_column) > self.real_end
+
+    def symbol_at(self, line: int) -> str | None:
+        if self._symbols is None:
+            self._symbols = _symbol_ranges(self._module) if self._module is not None else []
+        best = None
+        for start, end, name in self._symbols:
+            if start <= line <= end:
+                best = name  # ranges are nested in pre-order: the last hit is the innermost
+        if best and self.outer_symbol and "." not in best and self.mode == "fragment":
+            return f"{self.outer_symbol}.{best}"
+        return best or self.outer_symbol
+
+
+def _symbol_ranges(module) -> list[tuple[int, int, str]]:
+    import libcst as cst
+    from libcst.metadata import MetadataWrapper, PositionProvider
+
+    out: list[tuple[int, int, str]] = []
+
+    class V(cst.CSTVisitor):
+        METADATA_DEPENDENCIES = (PositionProvider,)
+
+        def __init__(self):
+            super().__init__()
+            self.stack: list[str] = []
+
+        def _enter(self, node, name):
+            self.stack.append(name)
+            pos = self.get_metadata(PositionProvider, node)
+            out.append((pos.start.line, pos.end.line, ".".join(self.stack)))
+
+        def visit_ClassDef(self, node):
+            self._enter(node, node.name.value)
+
+        def leave_ClassDef(self, node):
+            self.stack.pop()
+
+        def visit_FunctionDef(self, node):
+            self._enter(node, node.name.value)
+
+        def leave_FunctionDef(self, node):
+            self.stack.pop()
+
+    MetadataWrapper(module, unsafe_skip_copy=True).visit(V())
+    return out
+
+
+@dataclass
+class TextUnit(Unit):
+    """Lines of a shell script, Dockerfile, YAML or .env file (or of a hunk of one)."""
+
+    flavor: str = "shell"                      # shell | dockerfile | yaml | env
+    lines: list[str] = field(default_factory=list)   # unit line k is lines[k-1]
+
+    kind = "text"
+
+
+@dataclass
+class PatchUnit(Unit):
+    """A patch file as a whole (malformed-patch, unsafe paths, apply results)."""
+
+    problems: list[Any] = field(default_factory=list)
+    engine: Any = None            # exact mode: per-section engine results
+    siblings: list[Any] = field(default_factory=list)  # other patches of the run (PA304)
+
+    kind = "patch"

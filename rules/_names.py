@@ -1,0 +1,60 @@
+"""Small libcst helpers shared by the rules of the pack (no I/O, no state)."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+
+def callee_name(func: cst.BaseExpression) -> str | None:
+    """The last name of a call's callee: `self.a.b(...)` -> "b", `f(...)` -> "f"."""
+    if isinstance(func, cst.Name):
+        return func.value
+    if isinstance(func, cst.Attribute):
+        return func.attr.value
+    return None
+
+
+def dotted(node: cst.BaseExpression) -> str | None:
+    """`a.b.c` -> "a.b.c"; `super().x` -> "super().x"; anything else -> None."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        base = dotted(node.value)
+        return f"{base}.{node.attr.value}" if base else None
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "super":
+        return "super()"
+    return None
+
+
+def string_value(node: cst.BaseExpression | None) -> str | None:
+    """The value of a plain (non f-) string literal, or None."""
+    if isinstance(node, cst.SimpleString):
+        try:
+            v = node.evaluated_value
+        except Exception:  # pragma: no cover - malformed escapes
+            return None
+        return v if isinstance(v, str) else None
+    if isinstance(node, cst.ConcatenatedString):
+        parts = []
+        for part in (node.left, node.right):
+            v = string_value(part)
+            if v is None:
+                return None
+            parts.append(v)
+        return "".join(parts)
+    return None
+
+
+def keyword(call: cst.Call, name: str) -> cst.Arg | None:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg
+    return None
+
+
+def has_star_kwargs(call: cst.Call) -> bool:
+    return any(arg.star == "**" for arg in call.args)
+
+
+def positional(call: cst.Call) -> list[cst.Arg]:
+    return [a for a in call.args if a.keyword is None and a.star == ""]
