@@ -183,9 +183,9 @@ class LegacyLoaderDropsInputIds(Rule):
                     return await super().legacy_load_mm_data(text, self.mm_tokens)
             """, line=3, title="super() call"),
         Example("out = legacy_load_mm_data(prompt=text)\n", line=1, title="bare name"),
-        Example(EXACT_PATCH, kind="patch", engine=_engine(BASE_WITH_PARAM), line=7, contains="certain",
+        Example(EXACT_PATCH, kind="patch", engine=_engine(BASE_WITH_PARAM), line=8, contains="certain",
                 title="exact mode: the engine's loader takes input_ids"),
-        Example(EXACT_PATCH, kind="patch", engine=_engine(BASE_WITHOUT_PARAM), line=7,
+        Example(EXACT_PATCH, kind="patch", engine=_engine(BASE_WITHOUT_PARAM), line=8,
                 contains="re-tokenizes", title="exact mode: this engine version has no input_ids parameter"),
     ]
 

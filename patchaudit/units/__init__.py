@@ -43,6 +43,7 @@ class Unit:
     section: "FileSection | None" = None
     hunk: "Hunk | None" = None
     mode: str = "file"                         # file | fragment | exact
+    hunk_of: "dict[int, Hunk] | None" = None   # exact mode: unit line -> the hunk it comes from
 
     def info(self, line: int) -> LineInfo | None:
         if self.lines_map is None:
@@ -61,8 +62,11 @@ class Unit:
         return False
 
     def context_lines(self, report_line: int) -> list[str]:
-        if self.patch is not None and self.hunk is not None:
-            return self.patch.hunk_text(self.hunk)
+        hunk = self.hunk
+        if self.hunk_of is not None:
+            hunk = self.hunk_of.get(report_line, hunk)
+        if self.patch is not None and hunk is not None:
+            return self.patch.hunk_text(hunk)
         return []
 
     def to_finding(self, rule: "type[Rule]", rep: Report) -> Finding | None:

@@ -1,0 +1,84 @@
+from __future__ import annotations
+
+from patchaudit.findings import Severity
+from patchaudit.rule import PATCH, Example, Rule
+
+from ._exact import CLEAN_HUNK, MODULE, engine_tree, patch_for
+
+
+class HunkDoesNotApply(Rule):
+    """
+    Flags hunks that do not apply to the given engine source.
+
+    ## What it does
+    In exact mode (`--engine`), applies every hunk in memory, as GNU `patch`
+    would (same search for the position, same fuzz), and reports each hunk
+    that cannot be placed, with the nearest place it almost matched.  A file
+    section whose target the engine does not have gets one finding for the
+    section (wrong engine version, wrong strip level, or the file moved).
+    The rules still judge a failed hunk's added lines in fragment mode.
+
+    ## Why is this bad?
+    A hunk that does not apply is either dropped (`patch` writes a `.rej` file
+    that nobody reads in a Docker build that ignores the exit code) or fails
+    the image build at the worst moment: the engine bump.  Knowing which hunks
+    fail, and where they almost fit, is the first thing a maintainer porting
+    a patch set needs.
+
+    ## Example
+    A hunk whose context lines no longer exist in the engine version.
+
+    ## Use instead
+    Port the hunk to the new engine source and regenerate the patch with
+    `git diff`.
+
+    ## Incident
+    Every engine bump of an RL framework that carries a patch set (slime's
+    `docker/patch/<version>/sglang.patch`) goes through this.
+    """
+
+    code = "PA201"
+    name = "hunk-does-not-apply"
+    severity = Severity.ERROR
+    kinds = frozenset({PATCH})
+    needs = frozenset({"engine"})
+
+    VALID = [
+        Example(patch_for(CLEAN_HUNK), kind="patch", engine=engine_tree()),
+        Example(patch_for(CLEAN_HUNK.replace("@@ -5,7 +5,7 @@", "@@ -25,7 +25,7 @@")), kind="patch",
+                engine=engine_tree(), title="applies at an offset: not a failure"),
+    ]
+    INVALID = [
+        Example(patch_for(CLEAN_HUNK.replace("         ids = self.tokenize(prompt)\n",
+                                             "         ids = self.tokenize_v2(prompt)\n")
+                          .replace("         return out\n", "         return out or []\n")
+                          .replace("     def load(self, prompt):\n", "     def load(self, prompt, extra):\n")),
+                kind="patch", engine=engine_tree(), line=3, contains="nearest",
+                title="context changed upstream"),
+        Example(patch_for(CLEAN_HUNK).replace("srt/proc.py", "srt/moved.py"), kind="patch",
+                engine=engine_tree(), line=1, contains="does not exist", title="the file is not in the engine"),
+    ]
+
+    def check_patch(self, unit) -> None:
+        result = unit.engine
+        if result is None:
+            return
+        for rec in result.sections:
+            if rec.missing:
+                sec = rec.section
+                self.report_at(sec.header_line, 0, sec.header_line, 0,
+                               f"{rec.engine_path or sec.path} does not exist in {result.engine_label} "
+                               f"(strip level {result.strip}): wrong engine version or strip level, or the file "
+                               f"moved; its {len(sec.hunks)} hunk(s) were checked without the engine")
+                continue
+            for h in rec.hunks:
+                if h.status != "failed":
+                    continue
+                where = ""
+                if h.nearest:
+                    line, matching, total = h.nearest
+                    where = f"; nearest match at line {line} ({matching} of {total} lines match)"
+                sym = f" in {h.symbol}" if h.symbol else ""
+                self.report_at(h.patch_line, 0, h.patch_line, 0,
+                               f"hunk #{h.index + 1} does not apply to {h.engine_path}{sym} "
+                               f"({result.engine_label}){where}")
