@@ -59,6 +59,15 @@ def _display(p: Path) -> str:
     return str(p) if rel.startswith("..") else rel
 
 
+def _spec_from_lines(lines: list[str]):
+    import pathspec
+
+    try:  # pathspec >= 0.12 names git's own flavour "gitignore"
+        return pathspec.PathSpec.from_lines("gitignore", lines)
+    except (KeyError, LookupError):
+        return pathspec.PathSpec.from_lines("gitwildmatch", lines)
+
+
 class _Ignores:
     """Hierarchical .gitignore matching with pathspec."""
 
@@ -73,7 +82,7 @@ class _Ignores:
                 if gi.is_file():
                     import pathspec
 
-                    spec = pathspec.PathSpec.from_lines("gitwildmatch", gi.read_text(errors="replace").splitlines())
+                    spec = _spec_from_lines(gi.read_text(errors="replace").splitlines())
             except (OSError, ValueError):
                 spec = None
             self._specs[folder] = spec
@@ -109,9 +118,7 @@ def discover(paths: list[str], exclude: list[str] | None = None) -> tuple[list[S
     seen: set[Path] = set()
     exclude_spec = None
     if exclude:
-        import pathspec
-
-        exclude_spec = pathspec.PathSpec.from_lines("gitwildmatch", exclude)
+        exclude_spec = _spec_from_lines(exclude)
     ignores = _Ignores()
 
     def add(p: Path, kind: str) -> None:

@@ -42,10 +42,36 @@ def summary(result) -> str:
     return f"Found {n} finding{'s' if n != 1 else ''} ({parts}) in {files}."
 
 
+def hunk_summary(hunks: list[dict]) -> str:
+    """Exact mode: how the hunks applied; offsets are not findings but are shown here."""
+    if not hunks:
+        return ""
+    counts: dict[str, int] = {}
+    for h in hunks:
+        counts[h["status"]] = counts.get(h["status"], 0) + 1
+    order = ["clean", "offset", "fuzz", "failed", "already-applied", "missing-file"]
+    head = "Hunks: " + ", ".join(f"{counts[k]} {k}" for k in order if k in counts)
+    lines = [head]
+    for h in hunks:
+        if h["status"] == "clean":
+            continue
+        detail = h["status"]
+        if h["status"] == "offset":
+            detail = f"offset {h['offset']} line{'s' if abs(h['offset']) != 1 else ''}"
+        elif h["status"] == "fuzz":
+            detail = f"fuzz {h['fuzz']}" + (f", offset {h['offset']}" if h["offset"] else "")
+        at = f":{h['engine_line']}" if h.get("engine_line") else ""
+        sym = f" in {h['symbol']}" if h.get("symbol") else ""
+        lines.append(f"  {h['patch']}:{h['patch_line']}: hunk #{h['hunk']} {detail} -> {h['target']}{at}{sym}")
+    return "\n".join(lines)
+
+
 def render(result, *, color: bool = False, rules=None) -> str:
     blocks = [format_finding(f, color) for f in result.findings]
-    hunks = getattr(result, "hunks", None)
     out = "\n".join(blocks)
     if out:
         out += "\n\n"
+    hunks = hunk_summary(getattr(result, "hunks", None) or [])
+    if hunks:
+        out += hunks + "\n"
     return out + summary(result) + "\n"

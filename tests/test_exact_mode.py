@@ -1,0 +1,255 @@
+"""Exact mode (issue 3): patches applied in memory to engine sources of every kind."""
+
+from __future__ import annotations
+
+import json
+import os
+import zipfile
+from pathlib import Path
+
+import git
+import pytest
+from patchaudit.testing import cli_runner
+
+from patchaudit.cli import main
+
+BASE_V2 = '''\
+class BaseMultimodalProcessor:
+    def __init__(self, tokenizer):
+        self._tokenizer = tokenizer
+
+    async def load_mm_data(self, prompt, multimodal_tokens, image_data=None):
+        input_ids = prompt if isinstance(prompt, list) else None
+        return await self.legacy_load_mm_data(
+            prompt=prompt,
+            multimodal_tokens=multimodal_tokens,
+            image_data=image_data,
+            input_ids=input_ids,
+        )
+
+    async def legacy_load_mm_data(self, prompt, multimodal_tokens, image_data=None, input_ids=None):
+        if isinstance(prompt, list):
+            prompt = self._tokenizer.decode(prompt)
+        return prompt, input_ids
+'''
+
+BASE_V1 = '''\
+class BaseMultimodalProcessor:
+    def __init__(self, tokenizer):
+        self._tokenizer = tokenizer
+
+    async def load_mm_data(self, prompt, multimodal_tokens, image_data=None):
+        return await self.legacy_load_mm_data(
+            prompt=prompt,
+            multimodal_tokens=multimodal_tokens,
+            image_data=image_data,
+        )
+
+    async def legacy_load_mm_data(self, prompt, multimodal_tokens, image_data=None):
+        if isinstance(prompt, list):
+            prompt = self._tokenizer.decode(prompt)
+        return prompt, None
+'''
+
+QWEN = '''\
+import time
+
+from sglang.srt.multimodal.processors.base_processor import (
+    BaseMultimodalProcessor as SGLangBaseProcessor,
+)
+
+
+class QwenVLImageProcessor(SGLangBaseProcessor):
+    models = ["Qwen2VLForConditionalGeneration"]
+
+    async def process_mm_data_async(
+        self,
+        image_data,
+        input_text,
+        request_obj,
+        **kwargs,
+    ):
+        entry_time = time.perf_counter()
+        base_output = await self.load_mm_data(
+            prompt=input_text,
+            image_data=image_data,
+            multimodal_tokens=self.mm_tokens,
+        )
+        load_time = time.perf_counter()
+        return base_output, load_time - entry_time
+'''
+
+PATCH = '''\
+diff --git a/python/sglang/srt/multimodal/processors/qwen_vl.py b/python/sglang/srt/multimodal/processors/qwen_vl.py
+--- a/python/sglang/srt/multimodal/processors/qwen_vl.py
++++ b/python/sglang/srt/multimodal/processors/qwen_vl.py
+@@ -16,7 +16,7 @@ class QwenVLImageProcessor(SGLangBaseProcessor):
+         **kwargs,
+     ):
+         entry_time = time.perf_counter()
+-        base_output = await self.load_mm_data(
++        base_output = await self.legacy_load_mm_data(
+             prompt=input_text,
+             image_data=image_data,
+             multimodal_tokens=self.mm_tokens,
+'''
+
+PATCH_WITH_IDS = PATCH.replace("@@ -16,7 +16,7 @@", "@@ -16,7 +16,8 @@").replace(
+    "+        base_output = await self.legacy_load_mm_data(\n",
+    "+        base_output = await self.legacy_load_mm_data(\n+            input_ids=input_text,\n")
+
+PKG = "python/sglang/srt/multimodal/processors/"
+
+
+def tree(base: str) -> dict[str, str]:
+    return {
+        "python/sglang/__init__.py": "",
+        "python/sglang/srt/__init__.py": "",
+        "python/sglang/srt/multimodal/__init__.py": "",
+        PKG + "__init__.py": "",
+        PKG + "base_processor.py": base,
+        PKG + "qwen_vl.py": QWEN,
+    }
+
+
+def write(root: Path, files: dict[str, str]) -> Path:
+    for rel, content in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(content)
+    return root
+
+
+def as_directory(tmp: Path, files) -> str:
+    return str(write(tmp / "engine_dir", files))
+
+
+def as_git(tmp: Path, files) -> str:
+    root = write(tmp / "engine_git", files)
+    repo = git.Repo.init(root)
+    repo.index.add(list(files))
+    repo.index.commit("engine")
+    repo.create_tag("v1")
+    return f"{root}@v1"
+
+
+def as_wheel(tmp: Path, files) -> str:
+    whl = tmp / "sglang-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(whl, "w") as z:
+        for rel, content in files.items():
+            z.writestr(rel.removeprefix("python/"), content)
+        z.writestr("sglang-1.0.dist-info/METADATA", "Name: sglang\nVersion: 1.0\n")
+        z.writestr("sglang-1.0.dist-info/RECORD", "")
+    return str(whl)
+
+
+KINDS = {"directory": as_directory, "git": as_git, "wheel": as_wheel}
+
+
+def check(tmp: Path, patch: str, engine: str, *extra: str):
+    (tmp / "fix.patch").write_text(patch)
+    old = os.getcwd()
+    os.chdir(tmp)
+    try:
+        res = cli_runner().invoke(main, ["check", "--format", "json", "--engine", f"sglang={engine}",
+                                        *extra, "fix.patch"], catch_exceptions=False)
+    finally:
+        os.chdir(old)
+    assert "Traceback" not in res.stderr, res.stderr
+    return res, json.loads(res.stdout or "[]")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_certain_pa101_names_both_locations(tmp_path, kind):
+    res, out = check(tmp_path, PATCH, KINDS[kind](tmp_path, tree(BASE_V2)))
+    assert [f["code"] for f in out] == ["PA101"], out
+    f = out[0]
+    assert f["path"] == "fix.patch" and f["line"] == 9
+    assert "certain" in f["message"] and "continues past the hunk" not in f["message"]
+    assert "base_processor.py:14" in f["message"]
+    assert f["target"]["path"].endswith("sglang/srt/multimodal/processors/qwen_vl.py")
+    assert f["target"]["line"] == 19
+    assert f["target"]["symbol"] == "QwenVLImageProcessor.process_mm_data_async"
+    assert res.exit_code == 1
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_engine_without_the_parameter_says_it_retokenizes(tmp_path, kind):
+    _, out = check(tmp_path, PATCH, KINDS[kind](tmp_path, tree(BASE_V1)))
+    assert [f["code"] for f in out] == ["PA101"]
+    assert "re-tokenizes" in out[0]["message"] and out[0]["severity"] == "warning"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_passing_input_ids_is_clean(tmp_path, kind):
+    res, out = check(tmp_path, PATCH_WITH_IDS, KINDS[kind](tmp_path, tree(BASE_V2)))
+    assert out == [] and res.exit_code == 0
+
+
+def test_failed_hunks_give_pa201_with_nearest_match_and_fuzz_gives_pa202(tmp_path):
+    moved = QWEN.replace("        entry_time = time.perf_counter()\n", "        entry_time = time.monotonic()\n") \
+                .replace("            prompt=input_text,\n", "            prompt=input_text or '',\n") \
+                .replace("        **kwargs,\n", "        **extra,\n")
+    engine = as_directory(tmp_path, {**tree(BASE_V2), PKG + "qwen_vl.py": moved})
+    _, out = check(tmp_path, PATCH, engine)
+    codes = [f["code"] for f in out]
+    assert codes.count("PA201") == 1
+    pa201 = next(f for f in out if f["code"] == "PA201")
+    assert pa201["line"] == 4 and "nearest match at line 16" in pa201["message"]
+    # the failed hunk is still judged in fragment mode, with the engine to resolve the callee
+    assert "PA101" in codes
+
+    fuzzed = QWEN.replace("        **kwargs,\n", "        **extra,\n")
+    engine2 = str(write(tmp_path / "e2", {**tree(BASE_V2), PKG + "qwen_vl.py": fuzzed}))
+    _, out = check(tmp_path, PATCH, engine2)
+    assert sorted(f["code"] for f in out) == ["PA101", "PA202"]
+    assert "fuzz 1" in next(f for f in out if f["code"] == "PA202")["message"]
+
+
+def test_offset_alone_is_not_a_finding_but_is_shown(tmp_path):
+    shifted = "# a header comment\n# added upstream\n" + QWEN
+    engine = as_directory(tmp_path, {**tree(BASE_V2), PKG + "qwen_vl.py": shifted})
+    (tmp_path / "fix.patch").write_text(PATCH_WITH_IDS)
+    old = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        res = cli_runner().invoke(main, ["check", "--engine", f"sglang={engine}", "fix.patch"])
+    finally:
+        os.chdir(old)
+    assert res.exit_code == 0, res.stdout
+    assert "offset 2" in res.stdout
+
+
+def test_already_applied_hunk_is_pa208(tmp_path):
+    applied = QWEN.replace("await self.load_mm_data(", "await self.legacy_load_mm_data(\n            input_ids=input_text,")
+    engine = as_directory(tmp_path, {**tree(BASE_V2), PKG + "qwen_vl.py": applied})
+    _, out = check(tmp_path, PATCH_WITH_IDS, engine)
+    assert [f["code"] for f in out] == ["PA208"]
+    assert out[0]["severity"] == "info"
+
+
+def test_missing_target_file_is_one_pa201_per_section(tmp_path):
+    engine = as_directory(tmp_path, {k: v for k, v in tree(BASE_V2).items() if not k.endswith("qwen_vl.py")})
+    two_hunks = PATCH + PATCH.split("\n", 3)[3].replace("@@ -16,7 +16,7 @@", "@@ -40,7 +40,7 @@")
+    _, out = check(tmp_path, two_hunks, engine)
+    pa201 = [f for f in out if f["code"] == "PA201"]
+    assert len(pa201) == 1 and "does not exist" in pa201[0]["message"] and pa201[0]["line"] == 1
+
+
+def test_git_engine_uses_the_blob_named_by_the_index_line(tmp_path):
+    files = tree(BASE_V2)
+    root = write(tmp_path / "eng", files)
+    repo = git.Repo.init(root)
+    repo.index.add(list(files))
+    repo.index.commit("v1")
+    repo.create_tag("v1")
+    blob = repo.commit("v1").tree / (PKG + "qwen_vl.py")
+    # the work tree and HEAD move on; the patch names the old blob
+    (root / PKG / "qwen_vl.py").write_text("# rewritten\n")
+    repo.index.add([PKG + "qwen_vl.py"])
+    repo.index.commit("rewrite")
+    patch = PATCH.replace("--- a/python", f"index {blob.hexsha[:12]}..0000000 100644\n--- a/python", 1)
+    _, out = check(tmp_path, patch, f"{root}@HEAD")
+    assert [f["code"] for f in out] == ["PA101"]
+    assert "certain" in out[0]["message"]
+    assert repo.git.status("--porcelain") == ""
