@@ -35,6 +35,7 @@ class HunkRecord:
     nearest: tuple[int, int, int] | None = None
     symbol: str | None = None
     engine: str = ""
+    source_line: int | None = None   # where the hunk was found (or expected) in the original file
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -181,6 +182,23 @@ class EngineSet:
             self._indexes[k] = EngineIndex(self.engines[k][0])
         return self._indexes[k]
 
+    def contexts(self) -> list[EngineContext]:
+        """Every engine of the run as plain Python files see it (strip 0); each
+        context knows its set (`engine_set`), so a rule can pick the engine
+        that has a given package (monkey-patches, patchaudit/monkeypatch.py)."""
+        cache = self.__dict__.setdefault("_contexts", {})
+        for k in range(len(self.engines)):
+            if k not in cache:
+                ctx = EngineContext(self.engines[k][0], 0, "", self._index(k))
+                ctx.engine_set = self
+                cache[k] = ctx
+        return [cache[k] for k in range(len(self.engines))]
+
+    def for_python(self) -> EngineContext | None:
+        """The engine a plain .py file is checked against: the first of the run."""
+        ctxs = self.contexts()
+        return ctxs[0] if ctxs else None
+
     def for_patch(self, patch) -> EngineContext | None:
         paths = [s.raw_path for s in patch.sections if s.raw_path and not s.is_binary]
         if not paths or not self.engines:
@@ -227,7 +245,9 @@ def _changed_hunk_lines(hunk) -> set[int]:
 def _read_original(ctx: EngineContext, section) -> tuple[str | None, str | None]:
     """(pre-image text, engine path it came from)."""
     src_path = ctx.engine_path(section.source_path) if section.source_path else None
-    if section.index and not set(section.index[0]) <= {"0"}:
+    # bump compares two revisions of one repository: there the file at the
+    # revision counts, not the pre-image blob the index line names
+    if getattr(ctx, "use_index_blob", True) and section.index and not set(section.index[0]) <= {"0"}:
         blob = ctx.source.blob(section.index[0])
         if blob is not None:
             return blob.decode("utf-8", "surrogateescape"), src_path or ctx.engine_path(section.raw_path)
@@ -285,9 +305,11 @@ def exact_units(patch, ctx: EngineContext, report_path: str):
         applied = apply_hunks(lines, [h.to_spec() for h in section.hunks], ends_with_newline=eol)
         orig_index = index_module(orig_path or target, original) if kind == PYTHON else None
         for h, r in zip(section.hunks, applied.hunks):
-            symbol = orig_index.symbol_at(r.line or h.source_start) if orig_index else None
+            # r.line is in patched-file coordinates; the symbol is looked up in the original
+            symbol = orig_index.symbol_at(r.source_line or r.line or h.source_start) if orig_index else None
             rec.hunks.append(HunkRecord(report_path, h.header_line, section.path, target, h.index, r.status,
-                                        r.offset, r.fuzz, r.line, r.nearest, symbol, ctx.label))
+                                        r.offset, r.fuzz, r.line, r.nearest, symbol, ctx.label,
+                                        source_line=r.source_line))
         failed = [h for h, r in zip(section.hunks, applied.hunks) if r.status == "failed"]
         if section.is_deleted:
             continue
