@@ -58,5 +58,5 @@ class HunkAppliesWithFuzz(Rule):
             sym = f" in {h.symbol}" if h.symbol else ""
             self.report_at(h.patch_line, 0, h.patch_line, 0,
                            f"hunk #{h.index + 1} applies to {h.engine_path}{sym} only with fuzz {h.fuzz} "
-                           f"(ignoring {h.fuzz} context line(s) at each end) at line {h.line}: "
+                           f"(ignoring {h.fuzz} context line(s) at each end) at line {h.source_line or h.line}: "
                            f"it may land in the wrong place; refresh the patch")

@@ -54,7 +54,8 @@ class HunkAlreadyApplied(Rule):
             if h.status != "already-applied":
                 continue
             sym = f" in {h.symbol}" if h.symbol else ""
-            at = f":{h.line}" if h.line else ""
+            line = h.source_line or h.line
+            at = f":{line}" if line else ""
             self.report_at(h.patch_line, 0, h.patch_line, 0,
                            f"hunk #{h.index + 1} is already applied in {result.engine_label} "
                            f"({h.engine_path}{at}{sym}): it can be dropped")

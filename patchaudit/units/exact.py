@@ -41,7 +41,8 @@ class HunkRecord:
         return {
             "patch": self.patch, "patch_line": self.patch_line, "target": self.engine_path or self.section_path,
             "hunk": self.index + 1, "status": self.status, "offset": self.offset, "fuzz": self.fuzz,
-            "engine_line": self.line, "nearest": list(self.nearest) if self.nearest else None,
+            "engine_line": self.source_line if self.source_line is not None else self.line,
+            "patched_line": self.line, "nearest": list(self.nearest) if self.nearest else None,
             "symbol": self.symbol, "engine": self.engine,
         }
 
@@ -305,8 +306,13 @@ def exact_units(patch, ctx: EngineContext, report_path: str):
         applied = apply_hunks(lines, [h.to_spec() for h in section.hunks], ends_with_newline=eol)
         orig_index = index_module(orig_path or target, original) if kind == PYTHON else None
         for h, r in zip(section.hunks, applied.hunks):
-            # r.line is in patched-file coordinates; the symbol is looked up in the original
-            symbol = orig_index.symbol_at(r.source_line or r.line or h.source_start) if orig_index else None
+            # the symbol around the hunk's first change (not its leading context), looked up
+            # in the original (r.line is in patched-file coordinates)
+            lead = next((k for k, l in enumerate(h.lines) if l.kind != " "), 0)
+            if lead and h.lines[lead].kind == "+":
+                lead -= 1      # an insertion: the line it follows
+            at = (r.source_line or r.line or h.source_start) + lead
+            symbol = orig_index.symbol_at(at) if orig_index else None
             rec.hunks.append(HunkRecord(report_path, h.header_line, section.path, target, h.index, r.status,
                                         r.offset, r.fuzz, r.line, r.nearest, symbol, ctx.label,
                                         source_line=r.source_line))
