@@ -88,7 +88,13 @@ def _str_list(path: Path, key: str, value: Any) -> list[str]:
 
 
 def load_pyproject(path: Path) -> Settings:
-    data = tomllib.loads(path.read_text(encoding="utf-8"))["tool"]["patchaudit"]
+    try:
+        doc = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from None
+    data = doc.get("tool", {}).get("patchaudit") if isinstance(doc.get("tool"), dict) else None
+    if data is None:
+        raise ConfigError(f"{path}: no [tool.patchaudit] table")
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: [tool.patchaudit] must be a table")
     s = Settings(config_path=str(path))
@@ -152,7 +158,73 @@ def load_pyproject(path: Path) -> Settings:
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"{path}: [tool.patchaudit] {key}: expected a positive integer, got {value!r}")
             setattr(s, key.replace("-", "_"), value)
+    _check_rules(path, s)
     return s
+
+
+def _rule_catalogue(s: Settings):
+    """(rule codes, code -> rule class), without importing the rule pack (and
+    libcst) when the libcst-free rule index is there: a pre-commit run that
+    parses nothing must not pay for it."""
+    try:
+        from patchaudit import __version__
+        from patchaudit.cache import cache_root
+        from patchaudit.rule_index import rule_index
+    except ImportError:  # pragma: no cover - the index is an optimisation
+        from patchaudit.rule import all_rules
+
+        rules = all_rules()
+        return list(rules), rules.__getitem__
+    root = cache_root(s) if s.cache else None
+    index = rule_index(str(root / __version__) if root is not None else None)
+    return list(index), lambda code: index[code].load()
+
+
+def _check_rules(path: Path, s: Settings) -> None:
+    """Rule codes, exclude globs and per-rule options name things that exist."""
+    rules, load = _rule_catalogue(s)
+
+    def codes(key: str, values: list[str]) -> None:
+        for c in values:
+            cu = c.strip().upper()
+            if cu != "ALL" and (not cu or not any(code.startswith(cu) for code in rules)):
+                raise ConfigError(f"{path}: [tool.patchaudit] {key}: unknown rule code or prefix {c!r} "
+                                  f"(see `patchaudit rules`)")
+
+    codes("select", s.select or [])
+    codes("ignore", s.ignore)
+    codes("extend-select", s.extend_select)
+    for glob, values in s.per_file_ignores.items():
+        codes(f"per-file-ignores.{glob!r}", values)
+    if s.exclude:
+        import pathspec
+
+        for pattern in s.exclude:
+            try:
+                pathspec.PathSpec.from_lines("gitwildmatch", [pattern])
+            except Exception as exc:
+                raise ConfigError(f"{path}: [tool.patchaudit] exclude: bad pattern {pattern!r}: {exc}") from None
+    for code, opts in s.rule_options.items():
+        if code not in rules:
+            raise ConfigError(f"{path}: [tool.patchaudit.rules.{code}]: unknown rule code {code!r}")
+        rule = load(code)
+        for name, value in opts.items():
+            if name not in rule.options:
+                known = ", ".join(sorted(rule.options)) or "none"
+                raise ConfigError(f"{path}: [tool.patchaudit.rules.{code}] {name}: unknown option "
+                                  f"(options of {code}: {known})")
+            default = rule.options[name]
+            if default is not None and not _same_type(value, default):
+                raise ConfigError(f"{path}: [tool.patchaudit.rules.{code}] {name}: expected "
+                                  f"{type(default).__name__}, got {value!r}")
+
+
+def _same_type(value: Any, default: Any) -> bool:
+    if isinstance(default, bool) or isinstance(value, bool):
+        return isinstance(value, bool) and isinstance(default, bool)
+    if isinstance(default, float):
+        return isinstance(value, (int, float))
+    return isinstance(value, type(default))
 
 
 def _resolve(config: Path, value: str) -> str:

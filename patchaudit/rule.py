@@ -56,6 +56,9 @@ class Example:
     options: dict[str, Any] | None = None
     tokenizer: dict[str, Any] | None = None
     title: str = ""
+    #: more files of the example, written beside it (name -> content) and
+    #: checked in the same run: the other patches of a set (PA304)
+    files: dict[str, str] | None = None
 
     def file_name(self) -> str:
         if self.filename:
@@ -115,6 +118,7 @@ class Rule(_VisitorBase):  # type: ignore[misc,valid-type]
         self.context = context or RuleContext()
         self.opts = {**self.options, **self.context.options}
         self.reports: list[Report] = []
+        self.set_reports: list[tuple[Any, Report, tuple[tuple[str, int, str], ...]]] = []
         self.crash: BaseException | None = None
 
     def get_visitors(self):  # libcst's batching hook: isolate a crashing rule
@@ -158,6 +162,22 @@ class Rule(_VisitorBase):  # type: ignore[misc,valid-type]
 
     def check_patch(self, unit: "PatchUnit") -> None:  # pragma: no cover - overridden
         """Called once per patch file."""
+
+    # ----- whole-run hook: rules that see every patch of the run ------------
+    def check_patch_set(self, units: "list[PatchUnit]") -> None:  # pragma: no cover - overridden
+        """Called once per run with the patch units of every patch file checked
+        (see patchaudit/patchset.py).  Report with `report_in`."""
+
+    def report_in(self, unit: Any, line: int, column: int, message: str, *,
+                  related: Iterable[tuple[str, int, str]] = (), severity: Severity | None = None) -> None:
+        """A `check_patch_set` report in `unit`'s coordinates; `related` are
+        (path, line, note) places in other files, shown as the finding's trace."""
+        self.set_reports.append((unit, Report(line, column, line, column, message, (), severity),
+                                 tuple(related)))
+
+    @classmethod
+    def sees_patch_set(cls) -> bool:
+        return cls.check_patch_set is not Rule.check_patch_set
 
     # ----- documentation ---------------------------------------------------
     @classmethod

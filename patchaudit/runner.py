@@ -190,12 +190,14 @@ def analyse_file(src: SourceFile, settings: Settings, rules: list[type[Rule]] | 
         return result
     findings: list[Finding] = []
     raw_lines: list[str]
+    comment_lines: list[str] | None = None   # patches: where suppression comments count
     try:
         if src.kind == PATCH:
             from patchaudit.inputs.patches import read_patch
 
             patch = read_patch(src.path, data)
             raw_lines = patch.lines
+            comment_lines = suppressible_patch_lines(patch)
             punit = PatchUnit(path=src.path, patch=patch, problems=patch.problems)
             units_py, units_text = [], []
             engine_ctx = engines.for_patch(patch) if engines is not None else None
@@ -234,8 +236,26 @@ def analyse_file(src: SourceFile, settings: Settings, rules: list[type[Rule]] | 
         return result
     findings = _dedupe(findings)
     findings = apply_per_file_ignores(findings, settings)
-    result.findings, result.unused_suppressions = apply_suppressions(findings, raw_lines)
+    result.findings, result.unused_suppressions = apply_suppressions(
+        findings, comment_lines if comment_lines is not None else raw_lines)
+    _finish_findings(src, result, raw_lines, comment_lines, rules, settings, engines, tokenizer)
     return result
+
+
+def _finish_findings(src: SourceFile, result: FileResult, raw_lines: list[str], comment_lines,
+                     rules: list[type[Rule]], settings: Settings, engines: Any, tokenizer: Any) -> None:
+    """Issue 6: PA001 (unused suppressions, opt-in) and baseline fingerprints."""
+    if any(r.code == "PA001" for r in rules):
+        from patchaudit.rules.pa001_unused_suppression import unused_suppression_findings
+
+        ran = [r for r in rules if _needs_met(r, engine=engines if src.kind == PATCH else None,
+                                              tokenizer=tokenizer)]
+        result.findings += apply_per_file_ignores(unused_suppression_findings(
+            src.path, result.unused_suppressions,
+            comment_lines if comment_lines is not None else raw_lines, rules, ran), settings)
+    from patchaudit.baseline import assign_fingerprints
+
+    assign_fingerprints(result.findings, raw_lines, is_patch=src.kind == PATCH)
 
 
 def patch_fragment_units(patch, report_path: str):
@@ -309,6 +329,17 @@ def parse_suppression(line: str) -> tuple[bool, tuple[str, ...] | None]:
     return True, tuple(c.strip().upper() for c in codes.split(",") if c.strip())
 
 
+def suppressible_patch_lines(patch) -> list[str]:
+    """A patch's lines with its context and removed lines blanked: a suppression
+    comment in a patch counts on the lines the patch adds (and outside hunks)."""
+    out = list(patch.lines)
+    for _, hunk in patch.iter_hunks():
+        for l in hunk.lines:
+            if l.kind != "+" and 0 < l.patch_line <= len(out):
+                out[l.patch_line - 1] = ""
+    return out
+
+
 def apply_suppressions(findings: list[Finding], lines: list[str]):
     """Drop findings whose reported line carries `# patchaudit: ignore[...]`."""
     used: dict[int, set[str]] = {}
@@ -364,7 +395,8 @@ def load_tokenizer(settings: Settings):
         raise RunError(str(exc)) from None
 
 
-def run_check(paths: list[str], settings: Settings) -> RunResult:
+def run_check(paths: list[str], settings: Settings, progress: Any = None) -> RunResult:
+    """Check `paths`; `progress(total)`, if given, is called once per finished file."""
     from patchaudit.inputs.discover import discover
 
     rules = resolve_rules(settings)
@@ -377,5 +409,11 @@ def run_check(paths: list[str], settings: Settings) -> RunResult:
         result.findings.extend(fr.findings)
         result.errors.extend(fr.errors)
         result.parsed += fr.parsed
+        if progress is not None:
+            progress(len(files))
+    # rules that see the whole set of patches (PA304): once per run, after the per-file pass
+    from patchaudit.patchset import run_patch_set_rules
+
+    run_patch_set_rules(files, rules, settings, result)
     result.findings.sort(key=Finding.sort_key)
     return result

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 import os
+import textwrap
 from pathlib import Path
 
 from patchaudit.config import EngineSpec, Settings
+from patchaudit.inputs.discover import classify
 from patchaudit.rule import Example, Rule, all_rules, iter_examples
 
 
@@ -48,6 +50,13 @@ def run_example(rule: type[Rule], ex: Example, workdir: Path):
     target = workdir / "src" / ex.file_name()
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_bytes(ex.source.encode("utf-8", "surrogateescape"))
+    extra = []
+    for name, content in (ex.files or {}).items():
+        p = target.parent / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(textwrap.dedent(content).lstrip("\n"), encoding="utf-8")
+        if classify(name) is not None:   # data files (a quilt `series`) are only read
+            extra.append(p)
     settings = Settings(select=[rule.code], cache=False, jobs=1)
     if ex.engine is not None:
         engine_dir = workdir / "engine"
@@ -62,7 +71,7 @@ def run_example(rule: type[Rule], ex: Example, workdir: Path):
     cwd = os.getcwd()
     os.chdir(workdir)
     try:
-        result = run_check([os.path.relpath(target, workdir)], settings)
+        result = run_check([os.path.relpath(p, workdir) for p in [target, *extra]], settings)
     finally:
         os.chdir(cwd)
     mine = [f for f in result.findings if f.code == rule.code]

@@ -92,7 +92,8 @@ def test_broken_inputs_never_crash_and_other_files_are_still_checked(tmp_path):
     for name, data in BROKEN.items():
         (tmp_path / name).write_bytes(data)
     (tmp_path / "launch.sh").write_text("export SGLANG_MM_AVOID_RETOKENIZE=0\n")
-    res = run(["check", "--format", "json", "."], cwd=tmp_path)
+    # copies of one patch in one folder overlap each other (PA304): not what this test is about
+    res = run(["check", "--format", "json", "--ignore", "PA304", "."], cwd=tmp_path)
     assert "Traceback" not in res.stdout + res.stderr
     out = findings(res)
     by_file: dict[str, list[str]] = {}

@@ -67,7 +67,37 @@ def emit(text: str, output: str | None) -> None:
 
 
 def use_color(output: str | None) -> bool:
-    return output is None and sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    # https://no-color.org: NO_COLOR set to a non-empty value turns colour off
+    return output is None and sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+
+
+class Progress:
+    """A progress bar on stderr for scans of many files, only when stderr is a terminal."""
+
+    MIN_FILES = 50
+
+    def __init__(self) -> None:
+        self.enabled = sys.stderr.isatty() and os.environ.get("TERM") != "dumb"
+        self.shown = False
+        self.done = 0
+
+    def __call__(self, total: int) -> None:
+        """Called once per finished file."""
+        self.done += 1
+        if not self.enabled or total < self.MIN_FILES:
+            return
+        if self.done % max(1, total // 200) and self.done != total:
+            return
+        width = 30
+        fill = width * self.done // total
+        sys.stderr.write(f"\r[{'#' * fill}{'.' * (width - fill)}] {self.done}/{total} files")
+        sys.stderr.flush()
+        self.shown = True
+
+    def close(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
 
 
 @click.command("check")
@@ -86,24 +116,52 @@ def use_color(output: str | None) -> bool:
 @click.option("--no-cache", is_flag=True, help="Do not read or write the result cache.")
 @click.option("--tokenizer", type=click.Path(), help="tokenizer.json or a model folder (PA105).")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when findings are reported.")
+@click.option("--diff-base", metavar="REF",
+              help="Report only findings on lines changed since the git revision REF (e.g. HEAD, origin/main).")
+@click.option("--baseline", "baseline_file", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Report only findings that are not in the baseline FILE.")
+@click.option("--write-baseline", "write_baseline_file", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Record today's findings in FILE (accepting them: exit 0).")
 def check(paths, engine, select, ignore, extend_select, fmt, output, config, jobs, no_cache, tokenizer,
-          exit_zero) -> None:
+          exit_zero, diff_base, baseline_file, write_baseline_file) -> None:
     """Check patches, Python and other text files under PATHS (default: .)."""
     from patchaudit.runner import RunError, run_check
 
     paths = list(paths) or ["."]
     if fmt not in available_formats():
         raise click.UsageError(f"format {fmt!r} is not available in this build")
+    from patchaudit.baseline import BaselineError, filter_new, read_baseline, write_baseline
+    from patchaudit.diffbase import DiffBaseError, changed_lines
+
+    progress = Progress()
     try:
         settings = build_settings(paths, config, select, ignore, extend_select, engine, jobs, no_cache, tokenizer)
-        result = run_check(paths, settings)
-    except (ConfigError, RunError) as exc:
+        changed = changed_lines(paths, diff_base) if diff_base is not None else None
+        entries = read_baseline(baseline_file) if baseline_file else None
+        try:
+            result = run_check(paths, settings, progress=progress)
+        finally:
+            progress.close()
+        if write_baseline_file:
+            n = write_baseline(write_baseline_file, result.findings)
+            click.echo(f"patchaudit: wrote {n} finding{'s' if n != 1 else ''} to the baseline "
+                       f"{write_baseline_file}", err=True)
+        if changed is not None:
+            result.findings = changed.filter(result.findings)
+        if entries is not None:
+            result.findings, hidden = filter_new(result.findings, entries, baseline_file)
+            if hidden:
+                click.echo(f"patchaudit: {hidden} finding{'s' if hidden != 1 else ''} of the baseline "
+                           f"{baseline_file} not shown", err=True)
+    except (ConfigError, RunError, BaselineError, DiffBaseError) as exc:
         click.echo(f"patchaudit: error: {exc}", err=True)
         sys.exit(2)
     for err in result.errors:
         click.echo(str(err), err=True)
     emit(render(fmt, result, color=use_color(output)), output)
     code = result.exit_code
+    if write_baseline_file and code == 1:
+        code = 0
     if exit_zero and code == 1:
         code = 0
     sys.exit(code)

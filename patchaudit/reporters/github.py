@@ -1,0 +1,62 @@
+"""`--format github`: GitHub Actions workflow commands, one line per finding.
+
+    ::error file=patches/sglang.patch,line=10,col=9,endColumn=44,title=PA101 legacy-loader-drops-input-ids::message
+
+GitHub shows each as an annotation on the file and line of the pull request.
+Severity maps to `error`, `warning` and `notice`.  The message carries the
+engine location and the trace (as escaped newlines, so the command stays on
+one line).  Files that could not be read follow as `::error` lines.  Paths are
+as reported, relative to the working directory: run from the repository root.
+"""
+
+from __future__ import annotations
+
+_LEVEL = {"error": "error", "warning": "warning", "info": "notice"}
+
+
+def escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(text: str) -> str:
+    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def _path(p: str) -> str:
+    p = p.replace("\\", "/")
+    while p.startswith("./"):
+        p = p[2:]
+    return p
+
+
+def format_finding(f) -> str:
+    props = [f"file={escape_property(_path(f.path))}", f"line={f.line}"]
+    end_line = f.end_line if f.end_line is not None and f.end_line >= f.line else f.line
+    if f.column:
+        props.append(f"col={f.column}")
+    if end_line != f.line:
+        props.append(f"endLine={end_line}")
+    elif f.end_column is not None and f.column and f.end_column > f.column:
+        props.append(f"endColumn={f.end_column}")
+    props.append(f"title={escape_property(f'{f.code} {f.name}')}")
+    message = f.message
+    if f.target is not None:
+        where = f.target.path + (f":{f.target.line}" if f.target.line else "")
+        message += f"\nengine: {where}" + (f" in {f.target.symbol}" if f.target.symbol else "")
+    if f.trace:
+        message += "\ntrace:" + "".join(f"\n  {k}. {s.path}:{s.line}: {s.note}" for k, s in enumerate(f.trace, 1))
+    return f"::{_LEVEL[f.severity.value]} {','.join(props)}::{escape_data(message)}"
+
+
+def format_error(e) -> str:
+    props = [f"file={escape_property(_path(e.path))}"]
+    if e.line:
+        props.append(f"line={e.line}")
+    props.append("title=patchaudit")
+    return f"::error {','.join(props)}::{escape_data(e.message)}"
+
+
+def render(result, *, color: bool = False, rules=None) -> str:
+    lines = [format_finding(f) for f in result.findings]
+    lines += [format_error(e) for e in getattr(result, "errors", []) or []]
+    return "".join(line + "\n" for line in lines)

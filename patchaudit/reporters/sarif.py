@@ -1,0 +1,191 @@
+"""`--format sarif`: SARIF 2.1.0 for GitHub code scanning and other viewers.
+
+One run, with the rule pack as `tool.driver.rules` (short and full
+descriptions, the whole rule documentation as help text and markdown, default
+level and whether the rule is on by default), one result per finding:
+
+- `locations`: the reported file and region (1-based lines and columns, in
+  Unicode code points), relative to `%SRCROOT%` (the working directory);
+  the enclosing engine symbol of a finding in a patch as a logical location;
+- `relatedLocations`: where a finding in a patch lands in the engine file
+  (relative to `ENGINEROOT`), and places in other files a finding names
+  (PA304's other patch);
+- `codeFlows`: the trace of a dataflow rule (PA102, PA103) as one thread flow;
+- `partialFingerprints["patchaudit/v1"]`: the finding's fingerprint (see
+  patchaudit/baseline.py), stable across line moves.
+
+Files that could not be read become `toolExecutionNotifications` and make
+`executionSuccessful` false.  The output validates against the official
+schema (tests/test_sarif.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+FINGERPRINT_KEY = "patchaudit/v1"
+_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
+
+
+def _uri(path: str) -> dict[str, Any]:
+    """An artifactLocation for a reported path (relative to %SRCROOT% when it can be)."""
+    p = Path(path)
+    if p.is_absolute():
+        return {"uri": p.as_uri()}
+    posix = path.replace(os.sep, "/")
+    while posix.startswith("./"):
+        posix = posix[2:]
+    if posix.startswith("../"):
+        return {"uri": Path(os.path.abspath(path)).as_uri()}
+    return {"uri": quote(posix, safe="/"), "uriBaseId": "%SRCROOT%"}
+
+
+def _region(line: int, column: int | None = None, end_line: int | None = None,
+            end_column: int | None = None) -> dict[str, Any]:
+    line = max(1, int(line))
+    region: dict[str, Any] = {"startLine": line}
+    if column is not None:
+        region["startColumn"] = max(1, int(column))
+    if end_line is not None:
+        region["endLine"] = max(line, int(end_line))
+        if end_column is not None:
+            end_column = max(1, int(end_column))
+            if region["endLine"] == line and column is not None:
+                end_column = max(end_column, region["startColumn"])
+            region["endColumn"] = end_column
+    return region
+
+
+def _section(doc: str, heading: str) -> str:
+    marker = f"## {heading}"
+    if marker not in doc:
+        return ""
+    body = doc.split(marker, 1)[1]
+    body = body.split("\n## ", 1)[0]
+    return " ".join(body.split())
+
+
+def rule_descriptor(rule) -> dict[str, Any]:
+    doc = rule.docs()
+    summary = rule.summary() or rule.name
+    tags = ["patchaudit"] + sorted(rule.needs)
+    if rule.code.startswith("PA1"):
+        tags.append("token-in-token-out")
+    return {
+        "id": rule.code,
+        "name": rule.name,
+        "shortDescription": {"text": summary},
+        "fullDescription": {"text": _section(doc, "What it does") or summary},
+        "help": {"text": doc or summary, "markdown": f"# {rule.code} {rule.name}\n\n{doc}" if doc else summary},
+        "defaultConfiguration": {"enabled": bool(rule.default_enabled),
+                                 "level": _LEVEL[rule.severity.value]},
+        "properties": {"tags": tags},
+    }
+
+
+def _physical(path: str, line: int, column: int | None = None, end_line: int | None = None,
+              end_column: int | None = None) -> dict[str, Any]:
+    return {"physicalLocation": {"artifactLocation": _uri(path),
+                                 "region": _region(line, column, end_line, end_column)}}
+
+
+def result_object(f, rule_index: dict[str, int]) -> dict[str, Any]:
+    location = _physical(f.path, f.line, f.column,
+                         f.end_line if f.end_line is not None else f.line,
+                         f.end_column if f.end_column is not None else f.column)
+    related: list[dict[str, Any]] = []
+    if f.target is not None:
+        if f.target.symbol:
+            location["logicalLocations"] = [{"fullyQualifiedName": f.target.symbol, "kind": "function"}]
+        where = f.target.path + (f":{f.target.line}" if f.target.line else "")
+        sym = f" in {f.target.symbol}" if f.target.symbol else ""
+        rel: dict[str, Any] = {"physicalLocation": {"artifactLocation": {
+            "uri": quote(f.target.path.replace(os.sep, "/").lstrip("/"), safe="/"), "uriBaseId": "ENGINEROOT"}}}
+        if f.target.line:
+            rel["physicalLocation"]["region"] = _region(f.target.line)
+        rel["message"] = {"text": f"in the engine: {where}{sym}"}
+        related.append(rel)
+    flow_steps = [s for s in f.trace if s.path == f.path]
+    for s in f.trace:
+        if s.path != f.path:
+            rel = _physical(s.path, s.line)
+            rel["message"] = {"text": s.note}
+            related.append(rel)
+    out: dict[str, Any] = {
+        "ruleId": f.code,
+        "level": _LEVEL[f.severity.value],
+        "message": {"text": f.message},
+        "locations": [location],
+    }
+    if f.code in rule_index:
+        out["ruleIndex"] = rule_index[f.code]
+    if related:
+        for k, rel in enumerate(related, 1):
+            rel["id"] = k
+        out["relatedLocations"] = related
+    if f.fingerprint:
+        out["partialFingerprints"] = {FINGERPRINT_KEY: f.fingerprint}
+    if flow_steps:
+        steps = []
+        for k, s in enumerate(flow_steps):
+            loc = _physical(s.path, s.line)
+            loc["message"] = {"text": s.note}
+            steps.append({"location": loc, "executionOrder": k + 1})
+        out["codeFlows"] = [{"message": {"text": f"trace of {f.code}"}, "threadFlows": [{"locations": steps}]}]
+    return out
+
+
+def to_sarif(result, rules=None) -> dict[str, Any]:
+    from patchaudit import __version__
+    from patchaudit.rule import all_rules
+
+    rule_list = list(rules) if rules is not None else list(all_rules().values())
+    known = {r.code for r in rule_list}
+    registry = all_rules()
+    for f in result.findings:   # findings of a rule not in `rules` still get a descriptor
+        if f.code not in known and f.code in registry:
+            rule_list.append(registry[f.code])
+            known.add(f.code)
+    rule_list.sort(key=lambda r: r.code)
+    rule_index = {r.code: k for k, r in enumerate(rule_list)}
+    errors = list(getattr(result, "errors", []) or [])
+    notifications = []
+    for e in errors:
+        n: dict[str, Any] = {"level": "error", "message": {"text": e.message}}
+        if e.path and e.path != ".":
+            n["locations"] = [_physical(e.path, e.line) if e.line else
+                              {"physicalLocation": {"artifactLocation": _uri(e.path)}}]
+        notifications.append(n)
+    invocation: dict[str, Any] = {"executionSuccessful": not errors}
+    if notifications:
+        invocation["toolExecutionNotifications"] = notifications
+    cwd = Path.cwd().as_uri()
+    return {
+        "$schema": SCHEMA,
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {
+                "name": "patchaudit",
+                "version": __version__,
+                "semanticVersion": __version__,
+                "rules": [rule_descriptor(r) for r in rule_list],
+            }},
+            "invocations": [invocation],
+            "originalUriBaseIds": {
+                "%SRCROOT%": {"uri": cwd.rstrip("/") + "/",
+                              "description": {"text": "the folder patchaudit was run in"}},
+                "ENGINEROOT": {"description": {"text": "the root of the engine source given with --engine"}},
+            },
+            "columnKind": "unicodeCodePoints",
+            "results": [result_object(f, rule_index) for f in result.findings],
+        }],
+    }
+
+
+def render(result, *, color: bool = False, rules=None) -> str:
+    return json.dumps(to_sarif(result, rules), indent=2, ensure_ascii=False) + "\n"

@@ -1,0 +1,106 @@
+from __future__ import annotations
+
+from patchaudit.findings import Finding, Severity
+from patchaudit.rule import Example, Rule
+
+
+class UnusedSuppression(Rule):
+    """
+    Flags `# patchaudit: ignore[...]` comments that suppress nothing (off by default).
+
+    ## What it does
+    After the other rules have run on a file, looks at every suppression
+    comment (`# patchaudit: ignore` or `# patchaudit: ignore[PA101, PA104]`)
+    and reports those that did not suppress a finding on their line: a blanket
+    comment on a line without findings, a listed code that reported nothing
+    there, or a code that is no rule at all.  Codes of rules that could not run
+    in this check (not selected, or needing an engine or tokenizer that was not
+    given) are not judged, and neither are codes of the rules that judge the
+    whole patch set (PA304) when given in a list.  Like ruff's RUF100
+    (unused-noqa), it is opt-in: `--extend-select PA001`.
+
+    ## Why is this bad?
+    A suppression outlives the problem it hid: once the code is fixed the
+    comment stays, and the next real finding on that line is hidden without
+    anyone deciding so.  A misspelled code (`PA11` for `PA101`) suppresses the
+    wrong thing or nothing, while looking like a decision.
+
+    ## Example
+    ```python
+    out = self.load_mm_data(prompt=text)  # patchaudit: ignore[PA101]
+    ```
+
+    ## Use instead
+    ```python
+    out = self.load_mm_data(prompt=text)
+    ```
+
+    ## Incident
+    Suppression comments copied along with engine patches across versions
+    (slime's `docker/patch/<version>/` folders) keep hiding findings after the
+    hunk that needed them changed; ruff, flake8 and pylint all grew the same
+    check (RUF100, flake8-noqa, `useless-suppression`).
+    """
+
+    code = "PA001"
+    name = "unused-suppression"
+    severity = Severity.WARNING
+    default_enabled = False
+    kinds = frozenset()   # judged by the runner from the other rules' results
+
+    VALID = [
+        Example("x = 1\n", title="no suppression"),
+        Example("out = self.load_mm_data(prompt=text)  # patchaudit: ignore[PA101]\n",
+                title="a code of a rule that did not run (only PA001 selected)"),
+        Example("x = 1  # patchaudit: ignore[PA101, PA001]\n", title="PA001 listed: the comment is kept on purpose"),
+    ]
+    INVALID = [
+        Example("out = self.load_mm_data(prompt=text)  # patchaudit: ignore\n", line=1,
+                contains="suppresses nothing", title="blanket comment without findings"),
+        Example("x = 1  # patchaudit: ignore[PA999]\n", line=1, contains="unknown rule code PA999",
+                title="a code that is no rule"),
+        Example("""\
+            --- a/python/sglang/srt/x.py
+            +++ b/python/sglang/srt/x.py
+            @@ -1,2 +1,2 @@
+             a = 1
+            -b = 2
+            +b = 3  # patchaudit: ignore
+            """, kind="patch", line=6, title="in an added patch line"),
+    ]
+
+
+def unused_suppression_findings(path: str, unused, lines: list[str], rules, ran) -> list[Finding]:
+    """PA001 findings for the unused suppressions of one file.
+
+    `unused` is `FileResult.unused_suppressions` ((line, codes or None)),
+    `lines` the text the comments were found in, `rules` the selected rule
+    classes, `ran` the subset that could run on this file.
+    """
+    from patchaudit.rule import all_rules
+    from patchaudit.runner import SUPPRESS_RE
+
+    known = list(all_rules())
+    ran_codes = [r.code for r in ran if not r.sees_patch_set() and r.code != UnusedSuppression.code]
+    out = []
+    for line, codes in unused:
+        text = lines[line - 1] if 0 < line <= len(lines) else ""
+        m = SUPPRESS_RE.search(text)
+        column = (m.start() + 1) if m else 1
+        end = (m.end() + 1) if m else column
+        messages = []
+        if codes is None:
+            messages.append("blanket `# patchaudit: ignore` suppresses nothing on this line; remove it")
+        else:
+            if any(UnusedSuppression.code.startswith(c) for c in codes):
+                continue   # `ignore[PA001]`: the comment is kept on purpose
+            for c in codes:
+                if not any(k.startswith(c) for k in known):
+                    messages.append(f"unknown rule code {c} in a suppression comment")
+                elif any(k.startswith(c) for k in ran_codes):
+                    messages.append(f"unused suppression: {c} reports nothing on this line; remove it")
+        for msg in messages:
+            out.append(Finding(code=UnusedSuppression.code, name=UnusedSuppression.name,
+                               severity=UnusedSuppression.severity, message=msg, path=path, line=line,
+                               column=column, end_line=line, end_column=end))
+    return out

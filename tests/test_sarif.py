@@ -1,0 +1,175 @@
+"""`--format sarif`: SARIF 2.1.0 that validates against the official schema.
+
+The schema is vendored in tests/data/ (from the OASIS errata01 release) so the
+test never depends on anything outside the checkout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import jsonschema
+import pytest
+from click.testing import CliRunner
+
+from patchaudit.cli import main
+from patchaudit.findings import FileError, Finding, Severity, Target, TraceStep
+from patchaudit.reporters import render
+from patchaudit.reporters.sarif import FINGERPRINT_KEY
+from patchaudit.rule import all_rules
+from patchaudit.runner import RunResult
+from patchaudit.testing import run_example
+
+REPO = Path(__file__).resolve().parents[1]
+SCHEMA_PATH = REPO / "tests" / "data" / "sarif-schema-2.1.0.json"
+
+
+@pytest.fixture(scope="module")
+def validator():
+    schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema)
+
+
+def test_vendored_schema_is_the_shared_one():
+    shared = REPO.parent / "shared" / "sarif-schema-2.1.0.json"
+    if not shared.exists():
+        pytest.skip("no ../shared/ beside this checkout")
+    assert json.loads(shared.read_text()) == json.loads(SCHEMA_PATH.read_text())
+
+
+def assert_valid(validator, doc):
+    errors = sorted(validator.iter_errors(doc), key=lambda e: list(e.path))
+    assert not errors, "\n".join(f"{list(e.path)}: {e.message}" for e in errors[:10])
+    # the schema's "uri" format is not checked by jsonschema without extra packages: check it here
+    def uris(node):
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if k == "uri":
+                    yield v
+                else:
+                    yield from uris(v)
+        elif isinstance(node, list):
+            for v in node:
+                yield from uris(v)
+    for uri in uris(doc):
+        assert " " not in uri and uri == uri.strip()
+        urlsplit(uri)
+
+
+def one_finding_of_every_rule(tmp_path: Path) -> list[Finding]:
+    """Run each rule's INVALID examples through the real pipeline until one fires."""
+    out: list[Finding] = []
+    for code, rule in all_rules().items():
+        for k, ex in enumerate(rule.INVALID):
+            if ex.count == 0:
+                continue
+            mine, _, errors = run_example(rule, ex, tmp_path / f"{code}-{k}")
+            if mine and not errors:
+                out.extend(mine)
+                break
+        else:
+            pytest.fail(f"no INVALID example of {code} produced a finding")
+    return out
+
+
+def test_findings_of_every_rule_validate(tmp_path, validator):
+    findings = one_finding_of_every_rule(tmp_path)
+    assert {f.code for f in findings} == set(all_rules())
+    result = RunResult(findings=findings, files=len(findings))
+    doc = json.loads(render("sarif", result))
+    assert_valid(validator, doc)
+
+    run = doc["runs"][0]
+    rules = run["tool"]["driver"]["rules"]
+    assert [r["id"] for r in rules] == sorted(all_rules())
+    for r in rules:
+        assert r["help"]["text"] and r["help"]["markdown"].startswith(f"# {r['id']}")
+        assert "## Why is this bad?" in r["help"]["markdown"]
+        assert r["shortDescription"]["text"] and r["fullDescription"]["text"]
+    assert len(run["results"]) == len(findings)
+    for res, f in zip(run["results"], findings):
+        assert rules[res["ruleIndex"]]["id"] == res["ruleId"] == f.code
+        loc = res["locations"][0]["physicalLocation"]
+        assert unquote(loc["artifactLocation"]["uri"]) == f.path.replace(os.sep, "/")
+        assert loc["region"]["startLine"] == f.line
+        assert res["partialFingerprints"][FINGERPRINT_KEY] == f.fingerprint
+    levels = {res["level"] for res in run["results"]}
+    assert levels <= {"error", "warning", "note"}
+
+
+def test_trace_becomes_a_code_flow_and_target_a_related_location(validator):
+    f = Finding(
+        code="PA101", name="legacy-loader-drops-input-ids", severity=Severity.INFO, message="m",
+        path="patches/sglang.patch", line=10, column=9, end_line=12, end_column=3,
+        target=Target("sglang/srt/x.py", 681, "QwenVLImageProcessor.process_mm_data_async"),
+        trace=[TraceStep("patches/sglang.patch", 8, "source"), TraceStep("patches/sglang.patch", 10, "sink"),
+               TraceStep("patches/0001-other.patch", 4, "the other patch")],
+        fingerprint="0123456789abcdef-01234567-0",
+    )
+    doc = json.loads(render("sarif", RunResult(findings=[f])))
+    assert_valid(validator, doc)
+    (res,) = doc["runs"][0]["results"]
+    assert res["level"] == "note"
+    steps = res["codeFlows"][0]["threadFlows"][0]["locations"]
+    assert [(s["location"]["physicalLocation"]["region"]["startLine"], s["location"]["message"]["text"])
+            for s in steps] == [(8, "source"), (10, "sink")]
+    related = res["relatedLocations"]
+    assert related[0]["physicalLocation"]["artifactLocation"] == {"uri": "sglang/srt/x.py",
+                                                                  "uriBaseId": "ENGINEROOT"}
+    assert related[0]["physicalLocation"]["region"]["startLine"] == 681
+    assert related[1]["physicalLocation"]["artifactLocation"]["uri"] == "patches/0001-other.patch"
+    assert res["locations"][0]["logicalLocations"][0]["fullyQualifiedName"] == \
+        "QwenVLImageProcessor.process_mm_data_async"
+    region = res["locations"][0]["physicalLocation"]["region"]
+    assert region == {"startLine": 10, "startColumn": 9, "endLine": 12, "endColumn": 3}
+
+
+def test_regions_are_never_inverted(validator):
+    f = Finding(code="PA101", name="n", severity=Severity.ERROR, message="m", path="a.py", line=5, column=7,
+                end_line=3, end_column=2)
+    doc = json.loads(render("sarif", RunResult(findings=[f])))
+    assert_valid(validator, doc)
+    region = doc["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["region"]
+    assert region["endLine"] >= region["startLine"] and region["endColumn"] >= region["startColumn"]
+
+
+def test_cli_sarif_with_odd_paths_and_unreadable_files(tmp_path, validator):
+    (tmp_path / "dir with space").mkdir()
+    (tmp_path / "dir with space" / "rollout #1.py").write_text("out = legacy_load_mm_data(prompt=t)\n")
+    (tmp_path / "bad.py").write_bytes(b"x = '\xff'\n")
+    old = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        try:
+            runner = CliRunner(mix_stderr=False)
+        except TypeError:
+            runner = CliRunner()
+        res = runner.invoke(main, ["check", "--no-cache", "--format", "sarif", "-o", "out.sarif", "."],
+                            catch_exceptions=False)
+    finally:
+        os.chdir(old)
+    assert res.exit_code == 2   # a file could not be read
+    doc = json.loads((tmp_path / "out.sarif").read_text())
+    assert_valid(validator, doc)
+    run = doc["runs"][0]
+    (result,) = run["results"]
+    uri = result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+    assert uri == "dir%20with%20space/rollout%20%231.py"
+    assert unquote(uri) == "dir with space/rollout #1.py"
+    inv = run["invocations"][0]
+    assert inv["executionSuccessful"] is False
+    (note,) = inv["toolExecutionNotifications"]
+    assert "UTF-8" in note["message"]["text"]
+    assert note["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "bad.py"
+    assert run["originalUriBaseIds"]["%SRCROOT%"]["uri"].startswith("file://")
+
+
+def test_empty_run_validates(validator):
+    doc = json.loads(render("sarif", RunResult(errors=[FileError("x.patch", "cannot read: denied")])))
+    assert_valid(validator, doc)
+    assert doc["runs"][0]["results"] == []
