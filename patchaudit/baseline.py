@@ -100,6 +100,24 @@ def assign_fingerprints(findings: Iterable[Finding], lines: list[str], is_patch:
         f.fingerprint = f"{primary}-{context}-{k}"
 
 
+def ensure_fingerprints(findings: list[Finding]) -> None:
+    """Fingerprint findings that have none (the runner fingerprints what it
+    reports; this covers anything else), reading their files once."""
+    from patchaudit.inputs.discover import PATCH, classify
+
+    todo: dict[str, list[Finding]] = {}
+    for f in findings:
+        if f.fingerprint is None:
+            todo.setdefault(f.path, []).append(f)
+    for path, fs in todo.items():
+        try:
+            with open(path, "rb") as fh:
+                lines = fh.read().decode("utf-8", "surrogateescape").splitlines()
+        except OSError:
+            lines = []
+        assign_fingerprints(fs, lines, is_patch=classify(path) == PATCH)
+
+
 def split_fingerprint(fp: str) -> tuple[str, str]:
     """(primary, context) of a fingerprint."""
     parts = fp.split("-")

@@ -115,7 +115,10 @@ def changed_lines(paths: list[str], ref: str) -> ChangedLines:
         try:
             commit = repo.git.rev_parse("--verify", "--quiet", f"{ref}^{{commit}}")
         except git.GitCommandError:
-            raise DiffBaseError(f"--diff-base: {ref!r} is not a commit of the repository at {top}") from None
+            if ref != "HEAD" or repo.head.is_valid():
+                raise DiffBaseError(f"--diff-base: {ref!r} is not a commit of the repository at {top}") from None
+            # the first commit of a new repository (a pre-commit hook's --diff-base HEAD): all is new
+            commit = repo.git.hash_object("-t", "tree", "/dev/null")
         if result is None:
             result = ChangedLines(ref, commit)
         spec = ["--"] + (rels if "." not in rels else ["."])

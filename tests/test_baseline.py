@@ -245,3 +245,15 @@ def test_filter_new_by_count(tmp_path, monkeypatch):
     entries = [Entry("a.py", "PA101", 1, "m", fs[0].fingerprint)]
     new, hidden = filter_new(fs, entries, str(tmp_path / "b.json"))
     assert hidden == 1 and [f.line for f in new] == [9]
+
+
+def test_findings_without_a_fingerprint_get_one_from_their_file(tmp_path, monkeypatch):
+    from patchaudit.baseline import ensure_fingerprints
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.py").write_text("x\ncall(x)\ny\n")
+    f = _finding(2)
+    ensure_fingerprints([f])
+    g = _finding(2)
+    assign_fingerprints([g], ["x", "call(x)", "y"], is_patch=False)
+    assert f.fingerprint == g.fingerprint

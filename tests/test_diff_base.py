@@ -177,3 +177,13 @@ def test_parse_unified0():
         '+++ "b/sp ace\\303\\251.py"\n@@ -1 +1 @@\n-x\n+y\n'
     )
     assert parse_unified0(text) == {"a.py": {3, 10, 19, 20, 21}, "sp aceé.py": {1}}
+
+
+def test_head_of_a_repository_without_commits_means_everything_is_new(tmp_path):
+    # the first commit of a new repository, through a pre-commit hook's --diff-base HEAD
+    r = git.Repo.init(tmp_path)
+    (tmp_path / "a.py").write_text("x = legacy_load_mm_data(prompt=t)\n")
+    r.index.add(["a.py"])
+    assert found(tmp_path, "--diff-base", "HEAD", ".") == [("a.py", 1, "PA101")]
+    res = cli(tmp_path, "--diff-base", "HEAD~1", ".")
+    assert res.exit_code == 2 and "not a commit" in res.stderr

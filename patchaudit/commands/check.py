@@ -130,7 +130,7 @@ def check(paths, engine, select, ignore, extend_select, fmt, output, config, job
     paths = list(paths) or ["."]
     if fmt not in available_formats():
         raise click.UsageError(f"format {fmt!r} is not available in this build")
-    from patchaudit.baseline import BaselineError, filter_new, read_baseline, write_baseline
+    from patchaudit.baseline import BaselineError, ensure_fingerprints, filter_new, read_baseline, write_baseline
     from patchaudit.diffbase import DiffBaseError, changed_lines
 
     progress = Progress()
@@ -142,6 +142,8 @@ def check(paths, engine, select, ignore, extend_select, fmt, output, config, job
             result = run_check(paths, settings, progress=progress)
         finally:
             progress.close()
+        if write_baseline_file or entries is not None:
+            ensure_fingerprints(result.findings)
         if write_baseline_file:
             n = write_baseline(write_baseline_file, result.findings)
             click.echo(f"patchaudit: wrote {n} finding{'s' if n != 1 else ''} to the baseline "
