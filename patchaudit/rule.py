@@ -194,8 +194,10 @@ class Rule(_VisitorBase):  # type: ignore[misc,valid-type]
         return ""
 
     @classmethod
-    def can_match(cls, text: str) -> bool:
-        """The pre-filter: False only when the rule cannot fire on `text`."""
+    def can_match(cls, text: str, settings: Any = None) -> bool:
+        """The pre-filter: False only when the rule cannot fire on `text`.  A rule
+        whose pre-filter depends on the run (PA206/PA207: the engine package
+        names of `settings`) overrides this and reads `settings` when given."""
         if not cls.requires:
             return True
         return any(all(s in text for s in group) for group in cls.requires)

@@ -89,7 +89,7 @@ def run_python_rules(unit, rules: list[type[Rule]], settings: Settings, result: 
                      tokenizer: Any = None) -> list[Finding]:
     engine = getattr(unit, "engine", None)
     active = [r for r in rules if K_PYTHON in r.kinds and _needs_met(r, engine=engine, tokenizer=tokenizer)
-              and r.can_match(unit.text)]
+              and r.can_match(unit.text, settings)]
     if not active:
         return []
     import libcst as cst
@@ -220,8 +220,11 @@ def analyse_file(src: SourceFile, settings: Settings, rules: list[type[Rule]] | 
                 return result
             raw_lines = text.splitlines()
             if src.kind == PYTHON:
-                findings += run_python_rules(PythonUnit(path=src.path, text=text), rules, settings, result,
-                                             tokenizer)
+                # with --engine, a plain .py file sees the run's first engine (and, through
+                # its `engine_set`, every engine): the monkey-patch rules PA206/PA207
+                py_engine = engines.for_python() if engines is not None else None
+                findings += run_python_rules(PythonUnit(path=src.path, text=text, engine=py_engine), rules,
+                                             settings, result, tokenizer)
             else:
                 unit = TextUnit(path=src.path, flavor=src.kind, lines=raw_lines)
                 findings += run_unit_rules(unit, K_TEXT, rules, settings, result, tokenizer=tokenizer)
