@@ -95,6 +95,16 @@ def run_python_rules(unit, rules: list[type[Rule]], settings: Settings, result: 
     import libcst as cst
     from libcst.metadata import MetadataWrapper
 
+    # libcst's native parser overflows the C stack (SIGSEGV) on deep nesting: refuse first
+    from patchaudit.units.nesting import too_deep
+
+    deep = too_deep(unit.text, settings.max_nesting)
+    if deep is not None:
+        info = unit.info(deep[0])
+        result.errors.append(FileError(unit.path, f"Python nested too deeply: about {deep[1]} levels, over the "
+                                                  f"limit of {settings.max_nesting} (max-nesting); not analysed",
+                                       info.line if info else None))
+        return []
     try:
         module = unit.parse()
     except cst.ParserSyntaxError as exc:
@@ -218,7 +228,11 @@ def analyse_file(src: SourceFile, settings: Settings, rules: list[type[Rule]] | 
             text = decode_source(src.path, data, result)
             if text is None:
                 return result
-            raw_lines = text.splitlines()
+            # lines as Python/libcst and editors count them (\r\n, \r, \n), not str.splitlines(),
+            # which also splits at \f, \v, \x85, \u2028... and shifts suppression comments
+            raw_lines = re.split(r"\r\n|\r|\n", text)
+            if raw_lines[-1] == "":
+                raw_lines.pop()
             if src.kind == PYTHON:
                 # with --engine, a plain .py file sees the run's first engine (and, through
                 # its `engine_set`, every engine): the monkey-patch rules PA206/PA207

@@ -216,7 +216,11 @@ def read_patch(path: str, data: bytes) -> PatchFile:
 
 def parse_patch(path: str, text: str, problems: list[Problem] | None = None) -> PatchFile:
     problems = list(problems or [])
-    raw_lines = text.splitlines()
+    # only "\n" ends a line of a diff (GNU patch, git): str.splitlines() would also split
+    # at \f, \v, \x1c-\x1e, \x85, \u2028 inside a line and shift every line number after it
+    raw_lines = text.split("\n")
+    if raw_lines[-1] == "":
+        raw_lines.pop()
     # GNU patch strips trailing CRs from a CRLF patch; so do we, but remember it.
     crlf = text.count("\r\n") > 0 and text.count("\r\n") >= text.count("\n") // 2
     if crlf:
@@ -469,9 +473,9 @@ def validate_with_unidiff(patch: PatchFile) -> list[Problem]:
             continue
         chunk = patch.lines[bounds[k]:bounds[k + 1]]
         # GNU patch reads an empty line inside a hunk as an empty context line
-        body = "\n".join(" " if l == "" else l for l in chunk) + "\n"
+        body = [(" " if l == "" else l) + "\n" for l in chunk]
         try:
-            ps = unidiff.PatchSet(body)
+            ps = unidiff.PatchSet(body)  # a list of lines: unidiff must not re-split them
         except UnidiffParseError as exc:
             problems.append(Problem(sec.header_line, f"unidiff cannot read this file section: {exc}"))
             continue
