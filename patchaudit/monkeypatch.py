@@ -477,25 +477,28 @@ class Cond:
     op: str
     args: tuple = ()
 
-    def evaluate(self, versions: dict[str, str]) -> Any:
-        """True/False, a value (for "ver"/"lit"/...), or None when unknown."""
+    def evaluate(self, versions: dict[str, str], has: Callable[[str], bool | None] | None = None) -> Any:
+        """True/False, a value (for "ver"/"lit"/...), or None when unknown.
+        `has(dotted)` answers `hasattr` conditions from the engine source."""
         op = self.op
+        if op == "has":
+            return has(self.args[0]) if has is not None else None
         if op == "lit":
             return self.args[0]
         if op == "ver":
             return versions.get(self.args[0])
         if op == "parse":
-            inner = self.args[0].evaluate(versions)
+            inner = self.args[0].evaluate(versions, has)
             return Version.parse(inner) if isinstance(inner, (str, Version)) else None
         if op == "base":
-            inner = self.args[0].evaluate(versions)
+            inner = self.args[0].evaluate(versions, has)
             v = Version.parse(inner) if isinstance(inner, (str, Version)) else None
             return v.base_version if v is not None else None
         if op == "not":
-            inner = self.args[0].evaluate(versions)
+            inner = self.args[0].evaluate(versions, has)
             return None if not isinstance(inner, bool) else not inner
         if op in ("and", "or"):
-            vals = [a.evaluate(versions) for a in self.args]
+            vals = [a.evaluate(versions, has) for a in self.args]
             bools = [v if isinstance(v, bool) else None for v in vals]
             if op == "and":
                 if any(v is False for v in bools):
@@ -506,7 +509,7 @@ class Cond:
             return False if all(v is False for v in bools) else None
         if op == "cmp":
             cmp_op, left, right = self.args
-            a, b = left.evaluate(versions), right.evaluate(versions)
+            a, b = left.evaluate(versions, has), right.evaluate(versions, has)
             if a is None or b is None:
                 return None
             try:
@@ -552,8 +555,8 @@ class Gate:
     polarity: bool       # True: the patch runs when cond is true
     text: str            # the condition as written (for reports)
 
-    def evaluate(self, versions: dict[str, str]) -> bool | None:
-        v = self.cond.evaluate(versions)
+    def evaluate(self, versions: dict[str, str], has: Callable[[str], bool | None] | None = None) -> bool | None:
+        v = self.cond.evaluate(versions, has)
         if not isinstance(v, bool):
             return None
         return v if self.polarity else not v
@@ -674,6 +677,7 @@ def _make_collector_class():
             self.sites: list[dict] = []
             self.patches: list[MonkeyPatch] = []
             self._ref_cache: dict[int, frozenset[str]] = {}
+            self.probed: set[str] = set()          # attribute names the file tests for
 
         # ----- metadata helpers ----------------------------------------------
         def _qnames(self, node) -> set[str]:
@@ -909,6 +913,10 @@ def _make_collector_class():
             callee = self._callee(node)
             if not callee:
                 return
+            if callee & {"builtins.hasattr", "builtins.getattr"} and len(node.args) >= 2:
+                probed = _string(node.args[1].value)
+                if probed and ("builtins.hasattr" in callee or len(node.args) == 3):
+                    self.probed.add(probed)      # hasattr(X, "f"), getattr(X, "f", default)
             if "builtins.setattr" in callee:
                 self._setattr(node)
             elif callee & (_MOCK_PATCH | _MOCK_OBJECT | _MOCK_MULTIPLE):
@@ -1009,6 +1017,11 @@ def _make_collector_class():
                     return UNKNOWN
                 return Cond("cmp", (op, self.compile_value(node.left, depth + 1),
                                     self.compile_value(comp.comparator, depth + 1)))
+            if isinstance(node, cst.Call) and "builtins.hasattr" in self._callee(node) and len(node.args) == 2:
+                attr = _string(node.args[1].value)
+                owners = self.refs(node.args[0].value)
+                if attr and len(owners) == 1:
+                    return Cond("has", (f"{next(iter(owners))}.{attr}",))
             if isinstance(node, cst.Name):
                 bound = self._single_value(node)
                 if bound is not None:
@@ -1100,6 +1113,10 @@ def _make_collector_class():
                 how = "wrapped"
             if s["create"] or self._is_shim(s, tset):
                 how = "added"
+            elif isinstance(value, (cst.Name, cst.Integer, cst.Float, cst.SimpleString)) and (
+                    not isinstance(value, cst.Name) or value.value in ("True", "False", "None")) \
+                    and targets[0].rsplit(".", 1)[-1] in self.probed:
+                how = "added"     # a marker the fork sets and tests for (`X._patched = True`)
             rep = self.replacement(value) if value is not None else None
             code = _code(s["stmt"]).strip().splitlines()
             return MonkeyPatch(self.path, pos.start.line, pos.start.column, pos.end.line, pos.end.column,
@@ -1620,6 +1637,36 @@ def _attribute_lines(mod: ModuleIndex, cls: ClassInfo, name: str) -> tuple[int, 
     return None
 
 
+_TORCH_MODULE = {"torch.nn.Module", "torch.nn.modules.module.Module"}
+#: what torch.nn.Module (2.x) defines, class and instance attributes: a name outside
+#: this list, not defined by the engine class or its engine bases, is missing
+_TORCH_MODULE_ATTRS = frozenset("""
+T_destination dump_patches call_super_init training forward __call__ __init__ __getattr__ __setattr__
+__delattr__ __dir__ __getstate__ __setstate__ __repr__ _version _parameters _buffers
+_non_persistent_buffers_set _backward_pre_hooks _backward_hooks _is_full_backward_hook _forward_hooks
+_forward_hooks_with_kwargs _forward_hooks_always_called _forward_pre_hooks _forward_pre_hooks_with_kwargs
+_state_dict_hooks _state_dict_pre_hooks _load_state_dict_pre_hooks _load_state_dict_post_hooks _modules
+_compiled_call_impl register_buffer register_parameter add_module register_module get_submodule
+set_submodule get_parameter get_buffer get_extra_state set_extra_state _apply apply cuda ipu xpu mtia cpu
+type float double half bfloat16 to_empty to register_full_backward_pre_hook register_backward_hook
+register_full_backward_hook _get_backward_hooks _get_backward_pre_hooks _maybe_warn_non_full_backward_hook
+register_forward_pre_hook register_forward_hook _slow_forward _wrapped_call_impl _call_impl
+register_state_dict_post_hook register_state_dict_pre_hook _save_to_state_dict state_dict
+_register_state_dict_hook _register_load_state_dict_pre_hook register_load_state_dict_pre_hook
+register_load_state_dict_post_hook _load_from_state_dict load_state_dict _named_members parameters
+named_parameters buffers named_buffers children named_children modules named_modules train eval
+requires_grad_ zero_grad share_memory _get_name extra_repr _replicate_for_data_parallel compile
+""".split())
+
+
+def _external_base(mod: ModuleIndex, base: str) -> str:
+    """A base class expression as a dotted name through the module's imports."""
+    head, _, rest = base.partition(".")
+    if head in mod.imports:
+        return mod.imports[head] + ("." + rest if rest else "")
+    return base
+
+
 def _class_decorators(mod: ModuleIndex, cls: ClassInfo) -> list[str]:
     node = _class_node(mod, cls)
     if node is None:
@@ -1652,6 +1699,8 @@ def _in_class(ctx, mod: ModuleIndex, cls: ClassInfo, rest: list[str], depth: int
             return Lookup("found", "attribute", mod.path, line, end, nested, module=mod, owner_is_class=True)
         return _unknown(f"an attribute of `{nested}`")
     if name.startswith("__") and name.endswith("__") and name in dir(object):
+        if len(rest) > 1:
+            return _unknown(f"an attribute of `{nested}`")
         return Lookup("found", "attribute", mod.path, cls.line, cls.end_line, nested, module=mod,
                       owner_is_class=True)
     unknown_reason = ""
@@ -1660,6 +1709,13 @@ def _in_class(ctx, mod: ModuleIndex, cls: ClassInfo, rest: list[str], depth: int
             unknown_reason = f"`{cls.qualname}` is decorated with @{deco}"
     for base in cls.bases:
         got = ctx.index.resolve_class(mod, base)
+        if got is None and _external_base(mod, base) in _TORCH_MODULE:
+            if name in _TORCH_MODULE_ATTRS:
+                if len(rest) > 1:
+                    return _unknown(f"an attribute of `{nested}`")
+                return Lookup("found", "attribute", mod.path, cls.line, cls.end_line, nested, module=mod,
+                              owner_is_class=True, reason="inherited from torch.nn.Module")
+            continue
         if got is None:
             if base not in _TRIVIAL_BASES and not unknown_reason:
                 unknown_reason = f"`{cls.qualname}` inherits from `{base}`, outside what the engine index resolves"
@@ -1733,10 +1789,15 @@ def contexts_for(mp: MonkeyPatch, ctxs: list, packages: Iterable[str] = ()) -> t
 
 
 def gated_off(mp: MonkeyPatch, ctx) -> Gate | None:
-    """The enclosing condition that is false for this engine's version, if any."""
+    """The enclosing condition that is false for this engine, if any: version
+    comparisons against its version, `hasattr(EngineThing, "x")` against its source."""
     versions = engine_versions(ctx.source)
+
+    def has(dotted: str) -> bool | None:
+        return {"found": True, "missing": False}.get(lookup(ctx, dotted).state)
+
     for g in mp.gates:
-        if g.evaluate(versions) is False:
+        if g.evaluate(versions, has) is False:
             return g
     return None
 
@@ -1926,11 +1987,15 @@ def _definition_text(ctx, got: Lookup) -> str | None:
                 start = min([node.lineno] + [d.lineno for d in node.decorator_list])
                 end = getattr(node, "end_lineno", end) or end
                 break
-    elif got.kind == "attribute" and mod is not None and mod.tree is not None and got.line:
+    elif got.kind == "attribute":
+        if mod is None or mod.tree is None or not got.line:
+            return None
         for node in ast.walk(mod.tree):
             if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and node.lineno == got.line:
                 end = getattr(node, "end_lineno", got.line) or got.line
                 break
+        else:
+            return None   # inherited from outside the engine (object, torch.nn.Module)
     elif got.kind == "module":
         return None
     body = "\n".join(l.rstrip() for l in lines[start - 1:end])

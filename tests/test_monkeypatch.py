@@ -683,3 +683,21 @@ def test_gate_forms():
     assert runs("c", "0.5.9.post1") is True and runs("c", "0.5.11") is False and runs("c", "0.4") is False
     assert runs("d", "0.5.9") is True and runs("d", "0.5.10") is None      # unknown flag
     assert runs("e", "0.5.9") is True and runs("e", "0.5.10") is None
+
+
+def test_hasattr_gates_markers_and_torch_bases(tmp_path):
+    out = check(tmp_path, """\
+        from sglang.srt.managers.scheduler import Scheduler, Sampler
+
+        if getattr(Scheduler, "_fork_patched", False):
+            pass
+        Scheduler._fork_patched = True                  # a marker the fork tests for: added
+        if hasattr(Scheduler, "handle_batch"):          # false in this engine: gated off
+            Scheduler.handle_batch = lambda self, b: b
+        if hasattr(Scheduler, "handle"):
+            Scheduler.handle = lambda self: None        # true: checked
+        Sampler.extra_repr = lambda self: "s"           # inherited from torch.nn.Module
+        Sampler.forward_native = lambda self, x: x      # nn.Module has no such thing
+        """)
+    assert [(f["code"], f["line"]) for f in out] == [("PA207", 9), ("PA206", 11)]
+    assert "parameter `req` of the original is missing" in out[0]["message"]

@@ -168,7 +168,7 @@ def _monkeypatch_rows(path: str, text: str, ctxs: list, packages: tuple[str, ...
             if got.state == "missing":
                 note = got.reason + (f"; renamed to {' or '.join(got.suggestions)}?" if got.suggestions else "")
                 if mp.how == "added":
-                    note += " (added on purpose: a shim)"
+                    note = "the fork adds it (a backport shim or a marker it tests for)"
             elif got.state == "unknown":
                 note = got.reason
             inv.rows.append(Row(**{**base, "symbol": target, "note": note}, engine=title, exists=exists,
