@@ -197,7 +197,10 @@ class Rule(_VisitorBase):  # type: ignore[misc,valid-type]
     def can_match(cls, text: str, settings: Any = None) -> bool:
         """The pre-filter: False only when the rule cannot fire on `text`.  A rule
         whose pre-filter depends on the run (PA206/PA207: the engine package
-        names of `settings`) overrides this and reads `settings` when given."""
+        names of `settings`) overrides this and reads `settings` when given; its
+        class `requires` must stay a sound over-approximation of it under the
+        default settings: the scheduler pre-filters with `requires` without
+        importing the rule (patchaudit/rule_index.py, docs/speed.md)."""
         if not cls.requires:
             return True
         return any(all(s in text for s in group) for group in cls.requires)
@@ -242,27 +245,7 @@ def iter_examples(rule: type[Rule]) -> Iterator[tuple[bool, Example]]:
 def select_rules(select: Iterable[str] | None = None, ignore: Iterable[str] = (),
                  extend_select: Iterable[str] = ()) -> list[type[Rule]]:
     """Resolve codes and prefixes (`PA1`, `PA`, `ALL`) the way ruff does."""
+    from patchaudit.rule_index import select_codes  # the same resolution on the libcst-free index
+
     rules = all_rules()
-
-    def expand(codes: Iterable[str]) -> set[str]:
-        out: set[str] = set()
-        for c in codes:
-            c = c.strip().upper()
-            if not c:
-                continue
-            if c == "ALL":
-                out |= set(rules)
-                continue
-            matched = {code for code in rules if code.startswith(c)}
-            if not matched:
-                raise KeyError(c)
-            out |= matched
-        return out
-
-    if select is None:
-        chosen = {c for c, r in rules.items() if r.default_enabled}
-    else:
-        chosen = expand(select)
-    chosen |= expand(extend_select)
-    chosen -= expand(ignore)
-    return [rules[c] for c in sorted(chosen)]
+    return [rules[c] for c in select_codes(rules, select, ignore, extend_select)]

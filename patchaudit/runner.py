@@ -13,15 +13,19 @@ import fnmatch
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from patchaudit.config import Settings
 from patchaudit.findings import FileError, Finding, Report, Severity
 from patchaudit.inputs.discover import PATCH, PYTHON, SourceFile, classify
-from patchaudit.rule import PATCH as K_PATCH
-from patchaudit.rule import PYTHON as K_PYTHON
-from patchaudit.rule import TEXT as K_TEXT
-from patchaudit.rule import Rule, RuleContext, select_rules
+# patchaudit.rule imports libcst (its Rule is a libcst visitor): the functions that
+# run rules import it; a run that parses nothing never does (see parallel.py)
+from patchaudit.rule_index import PATCH as K_PATCH
+from patchaudit.rule_index import PYTHON as K_PYTHON
+from patchaudit.rule_index import TEXT as K_TEXT
+
+if TYPE_CHECKING:  # pragma: no cover
+    from patchaudit.rule import Rule, RuleContext
 
 SUPPRESS_RE = re.compile(r"#\s*patchaudit:\s*ignore(?:\[(?P<codes>[A-Za-z0-9_,\s]*)\])?", re.I)
 
@@ -58,6 +62,8 @@ class RunError(Exception):
 
 def resolve_rules(settings: Settings) -> list[type[Rule]]:
     try:
+        from patchaudit.rule import select_rules
+
         return select_rules(settings.select, settings.ignore, settings.extend_select)
     except KeyError as exc:
         raise RunError(f"unknown rule code or prefix {exc.args[0]!r} (see `patchaudit rules`)") from None
@@ -72,6 +78,8 @@ def text_flavor(kind: str) -> str:
 
 
 def _context_for(rule: type[Rule], settings: Settings, engine: Any = None, tokenizer: Any = None) -> RuleContext:
+    from patchaudit.rule import RuleContext
+
     return RuleContext(settings.options_for(rule.code), engine=engine, tokenizer=tokenizer, settings=settings)
 
 
@@ -93,7 +101,8 @@ def run_python_rules(unit, rules: list[type[Rule]], settings: Settings, result: 
     if not active:
         return []
     import libcst as cst
-    from libcst.metadata import MetadataWrapper
+
+    from patchaudit.lazy_metadata import metadata_wrapper, visit_rules
 
     # libcst's native parser overflows the C stack (SIGSEGV) on deep nesting: refuse first
     from patchaudit.units.nesting import too_deep
@@ -116,9 +125,10 @@ def run_python_rules(unit, rules: list[type[Rule]], settings: Settings, result: 
         return []
     result.parsed += 1
     instances = [r(unit, _context_for(r, settings, engine, tokenizer)) for r in active]
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    # one batched pass for all rules; positions only if a rule reports (lazy_metadata.py)
+    wrapper = metadata_wrapper(module)
     try:
-        wrapper.visit_batched(instances)
+        visit_rules(wrapper, instances)
     except RecursionError:
         result.errors.append(FileError(unit.path, "Python nested too deeply to analyse (recursion limit)"))
         return []
@@ -189,13 +199,17 @@ def decode_source(path: str, data: bytes, result: FileResult) -> str | None:
 
 
 def analyse_file(src: SourceFile, settings: Settings, rules: list[type[Rule]] | None = None,
-                 engines: Any = None, tokenizer: Any = None) -> FileResult:
-    """Everything patchaudit does to one file.  Never raises for bad input."""
+                 engines: Any = None, tokenizer: Any = None, data: bytes | None = None) -> FileResult:
+    """Everything patchaudit does to one file.  Never raises for bad input.
+
+    `data`, when given, is the file's content already read by the caller (the
+    scheduler reads each file once, for the cache digest and the pre-filter)."""
     from patchaudit.units import PatchUnit, PythonUnit, TextUnit
 
     rules = rules if rules is not None else resolve_rules(settings)
     result = FileResult(src.path)
-    data = read_bytes(src.path, settings, result)
+    if data is None:
+        data = read_bytes(src.path, settings, result)
     if data is None:
         return result
     findings: list[Finding] = []
@@ -413,24 +427,47 @@ def load_tokenizer(settings: Settings):
 
 
 def run_check(paths: list[str], settings: Settings, progress: Any = None) -> RunResult:
-    """Check `paths`; `progress(total)`, if given, is called once per finished file."""
-    from patchaudit.inputs.discover import discover
+    """Check `paths`; `progress(total)`, if given, is called once per finished file.
 
-    rules = resolve_rules(settings)
+    The per-file work (`analyse_file`) is scheduled by `patchaudit.parallel`:
+    result cache, pre-filter on the libcst-free rule index, worker processes.
+    Results come back in file order whatever the number of jobs, and a run
+    that parses nothing never imports libcst or a rule module.
+    """
+    from patchaudit import __version__
+    from patchaudit.cache import ResultCache, cache_root, ensure_root
+    from patchaudit.inputs.discover import discover
+    from patchaudit.parallel import scan
+    from patchaudit.rule_index import rule_index, select_codes
+
+    root = cache_root(settings) if settings.cache else None
+    if root is not None and not ensure_root(root):
+        root = None
+    index = rule_index(str(root / __version__) if root is not None else None)
+    try:
+        codes = select_codes(index, settings.select, settings.ignore, settings.extend_select)
+    except KeyError as exc:
+        raise RunError(f"unknown rule code or prefix {exc.args[0]!r} (see `patchaudit rules`)") from None
+    metas = [index[c] for c in codes]
     files, errors = discover(paths, settings.exclude)
     engines = open_engines(settings)
     tokenizer = load_tokenizer(settings)
+    cache = ResultCache.for_run(settings, codes) if root is not None else None
     result = RunResult(errors=list(errors), files=len(files))
-    for src in files:
-        fr = analyse_file(src, settings, rules, engines, tokenizer)
+    done = (lambda: progress(len(files))) if progress is not None else None
+    for fr, hit in scan(files, settings, metas, engines, tokenizer, cache, on_done=done):
         result.findings.extend(fr.findings)
         result.errors.extend(fr.errors)
-        result.parsed += fr.parsed
-        if progress is not None:
-            progress(len(files))
-    # rules that see the whole set of patches (PA304): once per run, after the per-file pass
-    from patchaudit.patchset import run_patch_set_rules
+        result.parsed += 0 if hit else fr.parsed   # a cached result was parsed by an earlier run
+        result.cached += hit
+        result.hunks.extend(getattr(fr, "hunks", ()))
+    if cache is not None:
+        cache.save()
+    # rules that see the whole set of patches (PA304): once per run, after the per-file
+    # pass; with no patch file among `files` they have nothing to see
+    if any(m.patch_set for m in metas) and any(f.kind == PATCH for f in files):
+        from patchaudit.patchset import run_patch_set_rules
 
-    run_patch_set_rules(files, rules, settings, result)
+        run_patch_set_rules(files, [m.load() for m in metas], settings, result)
     result.findings.sort(key=Finding.sort_key)
     return result

@@ -73,6 +73,8 @@ class _Ignores:
 
     def __init__(self) -> None:
         self._specs: dict[Path, object | None] = {}
+        # folder -> the (folder, spec) pairs that judge paths in it, nearest first
+        self._chains: dict[tuple[Path, Path], list[tuple[Path, object]]] = {}
 
     def _spec(self, folder: Path):
         if folder not in self._specs:
@@ -88,17 +90,23 @@ class _Ignores:
             self._specs[folder] = spec
         return self._specs[folder]
 
-    def ignored(self, path: Path, is_dir: bool, top: Path) -> bool:
-        folder = path.parent
-        while True:
+    def _chain(self, folder: Path, top: Path) -> list[tuple[Path, object]]:
+        key = (folder, top)
+        chain = self._chains.get(key)
+        if chain is None:
             spec = self._spec(folder)
-            if spec is not None:
-                rel = path.relative_to(folder).as_posix() + ("/" if is_dir else "")
-                if spec.match_file(rel):  # type: ignore[attr-defined]
-                    return True
-            if folder == top or (folder / ".git").exists() or folder.parent == folder:
-                return False
-            folder = folder.parent
+            chain = [(folder, spec)] if spec is not None else []
+            if not (folder == top or (folder / ".git").exists() or folder.parent == folder):
+                chain = chain + self._chain(folder.parent, top)
+            self._chains[key] = chain
+        return chain
+
+    def ignored(self, path: Path, is_dir: bool, top: Path) -> bool:
+        for folder, spec in self._chain(path.parent, top):
+            rel = path.relative_to(folder).as_posix() + ("/" if is_dir else "")
+            if spec.match_file(rel):  # type: ignore[attr-defined]
+                return True
+        return False
 
 
 def _repo_top(start: Path) -> Path:
@@ -121,8 +129,8 @@ def discover(paths: list[str], exclude: list[str] | None = None) -> tuple[list[S
         exclude_spec = _spec_from_lines(exclude)
     ignores = _Ignores()
 
-    def add(p: Path, kind: str) -> None:
-        key = p.resolve()
+    def add(p: Path, kind: str, key: Path | None = None) -> None:
+        key = key or p.resolve()
         if key in seen:
             return
         seen.add(key)
@@ -175,7 +183,8 @@ def discover(paths: list[str], exclude: list[str] | None = None) -> tuple[list[S
                     continue
                 if exclude_spec is not None and exclude_spec.match_file(_display(f)):
                     continue
-                add(f, kind)
+                # a file that is no symlink, in a resolved folder, is its own real path
+                add(f, kind, None if f.is_symlink() else dres / name)
     return files, errors
 
 

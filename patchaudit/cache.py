@@ -1,0 +1,241 @@
+"""The per-file result cache (`.patchaudit_cache/`, like ruff's).
+
+`runner.analyse_file` is a pure function of a file's path, kind and content
+and of the run's settings, so its result can be reused whenever those are
+unchanged.  The cache keeps one store per *run key* and, inside it, one entry
+per file: `(path, kind) -> (content digest, FileResult)`.
+
+The run key covers everything else a result depends on:
+- the patchaudit version and the Python version;
+- the code: size and modification time of every source file of patchaudit and
+  of its rule pack, and of libcst's and unidiff's `__init__.py` (an edited
+  rule or an upgraded parser is a new key);
+- the selected rule codes and every setting that reaches `analyse_file`
+  (all `Settings` fields except jobs/cache/cache-dir/config path and the raw
+  select/ignore lists, which the selected codes replace);
+- the tokenizer's files (path, size, modification time) when one is given.
+
+Runs with `--engine` (exact mode) do not use the cache: their results depend
+on an engine source that can change outside the cache's view (a directory, a
+branch of a git repository).
+
+Where: `cache-dir` from the configuration, else `.patchaudit_cache/` beside
+the pyproject.toml that configured the run, else in the current directory.
+The folder gets its own `.gitignore` (`*`) and a `CACHEDIR.TAG`.  Stores are
+written atomically (a temporary file renamed over the old one) and merged
+with what another process wrote meanwhile; an unreadable store is a cold
+cache, never an error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import pickle
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable
+
+CACHE_DIR_NAME = ".patchaudit_cache"
+#: keep at most this many stores (run keys) per patchaudit version
+MAX_STORES = 16
+#: Settings fields that do not change a file's result
+_NOT_IN_KEY = {"jobs", "cache", "cache_dir", "config_path", "select", "ignore", "extend_select"}
+
+_GITIGNORE = "# Automatically created by patchaudit.\n*\n"
+_CACHEDIR_TAG = ("Signature: 8a477f597d28d172789f06886806bc55\n"
+                 "# This file is a cache directory tag created by patchaudit.\n"
+                 "# For information about cache directory tags see https://bford.info/cachedir/\n")
+
+
+def digest(data: bytes) -> bytes:
+    return hashlib.blake2b(data, digest_size=16).digest()
+
+
+def atomic_write(path: str, data: bytes) -> None:
+    folder = os.path.dirname(path)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def cache_root(settings) -> Path:
+    """The cache folder of a run (not created)."""
+    if settings.cache_dir:
+        return Path(settings.cache_dir)
+    if settings.config_path:
+        return Path(settings.config_path).resolve().parent / CACHE_DIR_NAME
+    return Path.cwd() / CACHE_DIR_NAME
+
+
+def ensure_root(root: Path) -> bool:
+    """Create the cache folder with its .gitignore; False when it cannot be written."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        gi = root / ".gitignore"
+        if not gi.exists():
+            atomic_write(str(gi), _GITIGNORE.encode())
+        tag = root / "CACHEDIR.TAG"
+        if not tag.exists():
+            atomic_write(str(tag), _CACHEDIR_TAG.encode())
+        return os.access(root, os.W_OK)
+    except OSError:
+        return False
+
+
+def _stat_sources(folder: str, out: list) -> None:
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return
+    for name in names:
+        p = os.path.join(folder, name)
+        if name.endswith(".py"):
+            try:
+                st = os.stat(p)
+            except OSError:
+                continue
+            out.append((p, st.st_size, st.st_mtime_ns))
+        elif name not in ("__pycache__",) and not name.startswith(".") and os.path.isdir(p):
+            _stat_sources(p, out)
+
+
+def code_stamp() -> tuple:
+    """What identifies the code that computes results (see the module docs)."""
+    import patchaudit
+    import patchaudit.rules as pack
+
+    out: list = []
+    _stat_sources(os.path.dirname(patchaudit.__file__), out)
+    for folder in pack.__path__:
+        _stat_sources(folder, out)
+    import importlib.util
+
+    for dep in ("libcst", "unidiff"):
+        try:
+            spec = importlib.util.find_spec(dep)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is not None and spec.origin:
+            try:
+                st = os.stat(spec.origin)
+                out.append((spec.origin, st.st_size, st.st_mtime_ns))
+            except OSError:
+                pass
+    return tuple(out)
+
+
+def _file_stamps(path: str) -> tuple:
+    out = []
+    try:
+        if os.path.isdir(path):
+            for name in sorted(os.listdir(path)):
+                p = os.path.join(path, name)
+                if os.path.isfile(p):
+                    st = os.stat(p)
+                    out.append((name, st.st_size, st.st_mtime_ns))
+        else:
+            st = os.stat(path)
+            out.append((path, st.st_size, st.st_mtime_ns))
+    except OSError:
+        out.append((path, "unreadable"))
+    return tuple(out)
+
+
+def run_key(settings, codes: Iterable[str]) -> str:
+    from patchaudit import __version__
+
+    parts: list[Any] = [__version__, sys.version_info[:2], sys.platform, code_stamp(), tuple(sorted(codes))]
+    for f in dataclasses.fields(settings):
+        if f.name in _NOT_IN_KEY:
+            continue
+        parts.append((f.name, repr(getattr(settings, f.name))))
+    if settings.tokenizer:
+        parts.append(("tokenizer-files", _file_stamps(settings.tokenizer)))
+    return hashlib.sha256(repr(parts).encode("utf-8", "surrogateescape")).hexdigest()[:32]
+
+
+class ResultCache:
+    """One store of per-file results, loaded once and saved once per run."""
+
+    def __init__(self, root: Path, key: str):
+        from patchaudit import __version__
+
+        self.root = root
+        self.folder = root / __version__
+        self.path = self.folder / f"{key}.pickle"
+        self.entries: dict[tuple[str, str], tuple[bytes, Any]] = {}
+        self.new: dict[tuple[str, str], tuple[bytes, Any]] = {}
+        self._loaded_mtime: int | None = None
+        self._load()
+
+    @classmethod
+    def for_run(cls, settings, codes: Iterable[str]) -> "ResultCache | None":
+        """The cache of this run, or None (disabled, exact mode, or unwritable)."""
+        if not settings.cache or settings.engines:
+            return None
+        root = cache_root(settings)
+        if not ensure_root(root):
+            return None
+        return cls(root, run_key(settings, codes))
+
+    def _read(self) -> tuple[dict, int | None]:
+        try:
+            with open(self.path, "rb") as fh:
+                mtime = os.fstat(fh.fileno()).st_mtime_ns
+                data = pickle.load(fh)
+            if isinstance(data, dict):
+                return data, mtime
+        except Exception:  # missing, truncated or from another version: a cold cache
+            pass
+        return {}, None
+
+    def _load(self) -> None:
+        self.entries, self._loaded_mtime = self._read()
+
+    def get(self, path: str, kind: str, content_digest: bytes):
+        hit = self.entries.get((path, kind))
+        if hit is not None and hit[0] == content_digest:
+            return hit[1]
+        return None
+
+    def put(self, path: str, kind: str, content_digest: bytes, result: Any) -> None:
+        self.new[(path, kind)] = (content_digest, result)
+
+    def save(self) -> None:
+        if not self.new:
+            return
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            entries = self.entries
+            try:
+                mtime = os.stat(self.path).st_mtime_ns
+            except OSError:
+                mtime = None
+            if mtime != self._loaded_mtime:
+                entries, _ = self._read()   # another run wrote meanwhile: merge with it
+            entries = dict(entries)
+            entries.update(self.new)
+            atomic_write(str(self.path), pickle.dumps(entries, protocol=pickle.HIGHEST_PROTOCOL))
+            self.entries, self.new = entries, {}
+            self._prune()
+        except OSError:
+            pass
+
+    def _prune(self) -> None:
+        try:
+            stores = sorted(self.folder.glob("*.pickle"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
+            for old in stores[MAX_STORES:]:
+                old.unlink()
+        except OSError:
+            pass

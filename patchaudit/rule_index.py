@@ -1,0 +1,625 @@
+"""What the run needs to know about the rules, without importing them.
+
+Every rule module imports libcst (the base class `Rule` is a libcst visitor),
+and importing libcst costs more than everything else a one-file pre-commit run
+does.  Selecting rules and pre-filtering files only needs each rule's code,
+kinds, needs, `requires` and `default_enabled`: this module reads them from the
+rule pack's *source* with the stdlib `ast` (class attributes written as
+literals, module constants, `frozenset({...})`, names imported from
+`patchaudit.rule` or from sibling modules of the pack), and imports a rule
+module only when a file actually needs that rule to run.
+
+Anything it cannot read for certain (an attribute computed by code, a base
+class other than `Rule` or another rule of the same module) makes it import
+that module and read the real class instead: the index is never guessed.
+`tests/test_speed_invariants.py` checks the static reading against the real
+classes for every rule of the pack.
+
+The index is memoised per process, and on disk (in the result cache folder) by
+the size and modification time of the rule sources and of `patchaudit/rule.py`.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import os
+import pickle
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+#: unit kinds (the same strings as patchaudit.rule.PYTHON/TEXT/PATCH)
+PYTHON, TEXT, PATCH = "python", "text", "patch"
+
+#: the class attributes the index reads
+FIELDS = ("code", "name", "kinds", "needs", "requires", "default_enabled")
+#: methods whose presence changes how the runner treats a rule
+METHODS = ("can_match", "check_patch_set")
+#: characters that end a line for str.splitlines(): a required string holding one
+#: could match a file's text and not its joined lines (or the reverse)
+_LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029\ufeff"
+
+PACK = "patchaudit.rules"
+
+
+@dataclass(frozen=True)
+class RuleMeta:
+    """A rule as the scheduler sees it: enough to select and pre-filter."""
+
+    code: str
+    name: str
+    module: str                 # the module that defines it
+    cls: str                    # the class name
+    kinds: frozenset[str]
+    needs: frozenset[str]
+    requires: tuple[tuple[str, ...], ...]
+    default_enabled: bool = True
+    custom_filter: bool = False  # the class overrides can_match: ask the real class
+    patch_set: bool = False      # the class has check_patch_set (whole-run rule)
+    static: bool = True          # read from the source (False: from the imported class)
+    requires_bytes: tuple[tuple[bytes, ...], ...] = field(default=(), compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "requires_bytes",
+                           tuple(tuple(s.encode("utf-8") for s in g) for g in self.requires))
+
+    @property
+    def byte_filter(self) -> bool:
+        """True when `can_match_bytes` on the raw UTF-8 file is `requires` on its text
+        (or on its lines joined by "\\n", as text units see it)."""
+        return not any(ch in s for g in self.requires for s in g for ch in _LINE_BREAKS)
+
+    def can_match_bytes(self, data: bytes) -> bool:
+        """`Rule.can_match` on the decoded text, evaluated on valid UTF-8 bytes.
+
+        UTF-8 is self-synchronising: the encoding of a string occurs in the
+        bytes exactly when the string occurs in the text."""
+        if not self.requires:
+            return True
+        return any(all(s in data for s in group) for group in self.requires_bytes)
+
+    def load(self) -> type:
+        """The real rule class (imports its module, and so libcst)."""
+        return getattr(importlib.import_module(self.module), self.cls)
+
+    @classmethod
+    def from_class(cls, rule: Any) -> "RuleMeta":
+        from patchaudit.rule import Rule
+
+        return cls(code=rule.code, name=rule.name, module=rule.__module__, cls=rule.__name__,
+                   kinds=frozenset(rule.kinds), needs=frozenset(rule.needs),
+                   requires=tuple(tuple(g) for g in rule.requires),
+                   default_enabled=bool(rule.default_enabled),
+                   custom_filter=rule.can_match.__func__ is not Rule.can_match.__func__,
+                   patch_set=getattr(rule, "check_patch_set", None) is not getattr(Rule, "check_patch_set", None),
+                   static=False)
+
+
+# --------------------------------------------------------------------------
+# reading literals from source
+
+
+class _Unknown(Exception):
+    """A value the static reader cannot know for certain."""
+
+
+@dataclass(frozen=True)
+class _ImportRef:
+    module: str | None
+    level: int
+    name: str
+
+
+_MISSING = object()
+
+
+_BUILTIN_CALLS = {"frozenset": frozenset, "set": set, "tuple": tuple, "list": list}
+
+
+class _ModuleReader:
+    """Module-level constants of one source file, evaluated from its AST."""
+
+    def __init__(self, index: "_SourceIndex", modname: str, tree: ast.Module):
+        self.index = index
+        self.modname = modname
+        self.tree = tree
+        self.env: dict[str, Any] = {}
+        self.unknown: set[str] = set()
+        self._done = False
+
+    def evaluate_globals(self) -> None:
+        if self._done:
+            return
+        self._done = True
+        for stmt in self.tree.body:
+            if isinstance(stmt, ast.ImportFrom):
+                for alias in stmt.names:   # resolved when used: most imports never are
+                    name = alias.asname or alias.name
+                    self.env[name] = _ImportRef(stmt.module, stmt.level, alias.name)
+                    self.unknown.discard(name)
+            elif isinstance(stmt, ast.Import):
+                for alias in stmt.names:
+                    self._forget(alias.asname or alias.name.partition(".")[0])
+            elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+                targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+                value = stmt.value
+                if value is None:
+                    continue
+                if len(targets) == 1 and isinstance(targets[0], ast.Name):
+                    try:
+                        self.env[targets[0].id] = self.eval(value, self.env)
+                        self.unknown.discard(targets[0].id)
+                    except _Unknown:
+                        self._forget(targets[0].id)
+                elif (len(targets) == 1 and isinstance(targets[0], ast.Tuple) and isinstance(value, ast.Tuple)
+                      and len(targets[0].elts) == len(value.elts)
+                      and all(isinstance(t, ast.Name) for t in targets[0].elts)
+                      and not any(isinstance(v, ast.Starred) for v in value.elts)):
+                    # A, B = "a", "b": evaluated on the environment before the statement
+                    values = []
+                    for v in value.elts:
+                        try:
+                            values.append((True, self.eval(v, self.env)))
+                        except _Unknown:
+                            values.append((False, None))
+                    for t, (ok, v) in zip(targets[0].elts, values):
+                        if ok:
+                            self.env[t.id] = v
+                            self.unknown.discard(t.id)
+                        else:
+                            self._forget(t.id)
+                else:
+                    for t in targets:
+                        for n in ast.walk(t):
+                            if isinstance(n, ast.Name):
+                                self._forget(n.id)
+            else:
+                # any other binding at module level (def, class, for, with, if, augmented
+                # assignment...) makes the names it binds unknown
+                for name in _bound_names(stmt):
+                    self._forget(name)
+
+    def _forget(self, name: str) -> None:
+        self.env.pop(name, None)
+        self.unknown.add(name)
+
+    def lookup(self, name: str, default: Any = None) -> Any:
+        """A module-level value; an imported name is resolved on first use."""
+        if name not in self.env:
+            return default
+        value = self.env[name]
+        if isinstance(value, _ImportRef):
+            try:
+                value = self.index.imported(self.modname, value.module, value.level, value.name)
+            except _Unknown:
+                self._forget(name)
+                return default
+            self.env[name] = value
+        return value
+
+    def eval(self, node: ast.AST, env: Mapping[str, Any]) -> Any:
+        if isinstance(node, ast.Constant):
+            return node.value
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            items = []
+            for elt in node.elts:
+                if isinstance(elt, ast.Starred):
+                    items.extend(self.eval(elt.value, env))
+                else:
+                    items.append(self.eval(elt, env))
+            return {ast.Tuple: tuple, ast.List: list, ast.Set: set}[type(node)](items)
+        if isinstance(node, ast.Name):
+            if node.id in env:
+                value = env[node.id] if env is not self.env else self.lookup(node.id, _MISSING)
+                if value is not _MISSING:
+                    return value
+            raise _Unknown(node.id)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _BUILTIN_CALLS \
+                and node.func.id not in env and node.func.id not in self.unknown and not node.keywords \
+                and len(node.args) <= 1:
+            fn = _BUILTIN_CALLS[node.func.id]
+            return fn(self.eval(node.args[0], env)) if node.args else fn()
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.BitOr)):
+            left, right = self.eval(node.left, env), self.eval(node.right, env)
+            try:
+                return left + right if isinstance(node.op, ast.Add) else left | right
+            except TypeError:
+                raise _Unknown("operator") from None
+        if isinstance(node, ast.JoinedStr):
+            parts = []
+            for v in node.values:
+                if isinstance(v, ast.Constant):
+                    parts.append(str(v.value))
+                elif isinstance(v, ast.FormattedValue) and v.conversion == -1 and v.format_spec is None:
+                    value = self.eval(v.value, env)
+                    if not isinstance(value, (str, int)):
+                        raise _Unknown("f-string")
+                    parts.append(str(value))
+                else:
+                    raise _Unknown("f-string")
+            return "".join(parts)
+        raise _Unknown(type(node).__name__)
+
+
+def _bound_names(stmt: ast.stmt) -> set[str]:
+    out: set[str] = set()
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        out.add(stmt.name)
+        return out
+    for n in ast.walk(stmt):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            out.add(n.id)
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            out.update((a.asname or a.name).partition(".")[0] for a in n.names)
+    return out
+
+
+class _SourceIndex:
+    """The AST readers of the rule pack's modules and of patchaudit.rule."""
+
+    def __init__(self, pack_dir: str, rule_py: str):
+        self.pack_dir = pack_dir
+        self.rule_py = rule_py
+        self.readers: dict[str, _ModuleReader | None] = {}
+        self.defaults: dict[str, Any] | None = None   # Rule's own attributes
+
+    def reader(self, modname: str) -> _ModuleReader | None:
+        if modname not in self.readers:
+            self.readers[modname] = None  # cycle guard
+            path = self._path(modname)
+            if path is None:
+                return None
+            try:
+                with open(path, "rb") as fh:
+                    tree = ast.parse(fh.read(), filename=path)
+            except (OSError, SyntaxError, ValueError):
+                return None
+            r = _ModuleReader(self, modname, tree)
+            self.readers[modname] = r
+            r.evaluate_globals()
+        return self.readers[modname]
+
+    def _path(self, modname: str) -> str | None:
+        if modname == "patchaudit.rule":
+            return self.rule_py
+        if modname.startswith(PACK + "."):
+            rest = modname[len(PACK) + 1:]
+            if "." in rest:
+                return None
+            p = os.path.join(self.pack_dir, rest + ".py")
+            return p if os.path.isfile(p) else None
+        if modname.startswith("patchaudit."):   # a base class could come from the package
+            base = os.path.join(os.path.dirname(self.rule_py), *modname.split(".")[1:])
+            for p in (base + ".py", os.path.join(base, "__init__.py")):
+                if os.path.isfile(p):
+                    return p
+        return None
+
+    def imported(self, importer: str, module: str | None, level: int, name: str) -> Any:
+        if level:
+            base = importer.rsplit(".", level)[0]
+            target = f"{base}.{module}" if module else base
+        else:
+            target = module or ""
+        if target == "patchaudit.findings" and name == "Severity":
+            return _SEVERITY
+        r = self.reader(target)
+        if r is None:
+            raise _Unknown(f"{target}.{name}")
+        if name not in r.env and target != "patchaudit.rule":
+            _rule_classes(r)   # a rule base class defined there
+        value = r.lookup(name, _MISSING)
+        if value is _MISSING:
+            raise _Unknown(f"{target}.{name}")
+        return value
+
+
+_SEVERITY = object()   # Severity is not needed by the index; a marker keeps it "known"
+
+
+def _class_attrs(reader: _ModuleReader, node: ast.ClassDef) -> tuple[dict[str, Any], set[str], set[str]]:
+    """(attributes read, attributes bound in ways that cannot be read, methods defined)."""
+    attrs: dict[str, Any] = {}
+    unreadable: set[str] = set()
+    methods: set[str] = set()
+    for stmt in node.body:
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            simple = len(targets) == 1 and isinstance(targets[0], ast.Name)
+            names = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+            if simple and stmt.value is not None and targets[0].id in FIELDS:
+                try:
+                    attrs[targets[0].id] = reader.eval(stmt.value, reader.env)
+                    unreadable.discard(targets[0].id)
+                except _Unknown:
+                    attrs.pop(targets[0].id, None)
+                    unreadable.add(targets[0].id)
+            elif not simple:
+                unreadable |= names & set(FIELDS)
+        elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            methods.add(stmt.name)
+            if stmt.name in FIELDS:
+                unreadable.add(stmt.name)
+        else:
+            unreadable |= _bound_names(stmt) & (set(FIELDS) | set(METHODS))
+    return attrs, unreadable, methods
+
+
+def _base_names(node: ast.ClassDef) -> list[str] | None:
+    out = []
+    for b in node.bases:
+        if isinstance(b, ast.Name):
+            out.append(b.id)
+        elif isinstance(b, ast.Attribute):
+            out.append(b.attr)
+        else:
+            return None
+    if node.keywords:
+        return None
+    return out
+
+
+def _normalise(attrs: dict[str, Any]) -> dict[str, Any]:
+    out = dict(attrs)
+    for key in ("kinds", "needs"):
+        v = out[key]
+        if not isinstance(v, (set, frozenset, tuple, list)) or not all(isinstance(s, str) for s in v):
+            raise _Unknown(key)
+        out[key] = frozenset(v)
+    req = out["requires"]
+    if not isinstance(req, (tuple, list)) or not all(
+            isinstance(g, (tuple, list)) and all(isinstance(s, str) for s in g) for g in req):
+        raise _Unknown("requires")
+    out["requires"] = tuple(tuple(g) for g in req)
+    if not isinstance(out["code"], str) or not isinstance(out["name"], str):
+        raise _Unknown("code")
+    if not isinstance(out["default_enabled"], bool):
+        raise _Unknown("default_enabled")
+    return out
+
+
+@dataclass
+class _ClassInfo:
+    """A rule class (or a rule base) read from source: its attributes, inherited
+    ones included, and the methods it defines or inherits below `Rule`."""
+
+    attrs: dict[str, Any]
+    methods: set[str]
+
+
+def _rule_classes(reader: _ModuleReader) -> dict[str, _ClassInfo] | None:
+    """The classes of a module that derive from `Rule`, by name; None when unsure."""
+    if hasattr(reader, "_classes"):
+        return reader._classes  # type: ignore[attr-defined]
+    reader._classes = None  # type: ignore[attr-defined]   # cycle guard
+    out: dict[str, _ClassInfo] = {}
+    not_rules: list[str] = []
+    for stmt in reader.tree.body:
+        if not isinstance(stmt, ast.ClassDef):
+            if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                    any(isinstance(n, ast.ClassDef) for n in ast.walk(stmt)):
+                return None   # a class defined in a block (if/try/with): import to be sure
+            continue
+        bases = _base_names(stmt)
+        if bases is None:
+            return None
+        resolved = []
+        for b in bases:
+            value = reader.lookup(b)
+            if b in out:
+                resolved.append(out[b])
+            elif value is _RULE_CLASS:
+                resolved.append("Rule")
+            elif isinstance(value, _ClassInfo):
+                resolved.append(value)
+            elif value is _NOT_RULE or b == "object" or not _may_be_rule(reader, b):
+                resolved.append(None)
+            else:
+                return None   # a base the reader cannot see could itself derive from Rule
+        rule_bases = [r for r in resolved if r is not None]
+        if not rule_bases:
+            not_rules.append(stmt.name)
+            continue
+        if len(rule_bases) != len(bases) or len(bases) != 1 or stmt.decorator_list:
+            return None
+        base = rule_bases[0]
+        if base == "Rule":
+            defaults = reader.index.defaults
+            if defaults is None:
+                return None
+            inherited, methods = dict(defaults), set()
+        else:
+            inherited, methods = dict(base.attrs), set(base.methods)
+        attrs, unreadable, own = _class_attrs(reader, stmt)
+        if unreadable:
+            return None
+        inherited.update(attrs)
+        out[stmt.name] = _ClassInfo(inherited, methods | own)
+    reader._classes = out  # type: ignore[attr-defined]
+    for name, info in out.items():
+        reader.env[name] = info
+        reader.unknown.discard(name)
+    for name in not_rules:
+        if name not in out:
+            reader.env[name] = _NOT_RULE
+            reader.unknown.discard(name)
+    return out
+
+
+def _may_be_rule(reader: _ModuleReader, name: str) -> bool:
+    """Whether an unknown base name could be a rule class: anything imported from
+    patchaudit or the pack could; standard-library and third-party names cannot
+    (a rule class always derives from patchaudit.rule.Rule)."""
+    for stmt in reader.tree.body:
+        if isinstance(stmt, ast.ImportFrom) and any((a.asname or a.name) == name for a in stmt.names):
+            return bool(stmt.level) or (stmt.module or "").split(".")[0] == "patchaudit"
+        if isinstance(stmt, ast.Import) and any((a.asname or a.name).partition(".")[0] == name
+                                                 for a in stmt.names):
+            return any(a.name.split(".")[0] == "patchaudit" for a in stmt.names)
+    return True   # bound some other way at module level: cannot tell
+
+
+def read_module(index: _SourceIndex, modname: str, base_defaults: dict[str, Any]) -> list[RuleMeta] | None:
+    """The rules a pack module defines, read from source; None when unsure."""
+    reader = index.reader(modname)
+    if reader is None:
+        return None
+    classes = _rule_classes(reader)
+    if classes is None:
+        return None
+    out = []
+    for cls_name, info in classes.items():
+        try:
+            a = _normalise(info.attrs)
+        except _Unknown:
+            return None
+        if not a["code"]:
+            continue   # an abstract helper base; its subclasses are the rules
+        out.append(RuleMeta(code=a["code"], name=a["name"], module=modname, cls=cls_name,
+                            kinds=a["kinds"], needs=a["needs"], requires=a["requires"],
+                            default_enabled=a["default_enabled"],
+                            custom_filter="can_match" in info.methods,
+                            patch_set="check_patch_set" in info.methods))
+    if len({m.code for m in out}) != len(out):
+        return None
+    return out
+
+
+_RULE_CLASS = object()   # marker: the name `Rule` imported from patchaudit.rule
+_NOT_RULE = object()     # marker: a class that does not derive from Rule
+
+
+def _rule_defaults(index: _SourceIndex) -> dict[str, Any] | None:
+    reader = index.reader("patchaudit.rule")
+    if reader is None:
+        return None
+    for stmt in reader.tree.body:
+        if isinstance(stmt, ast.ClassDef) and stmt.name == "Rule":
+            attrs, unreadable, _ = _class_attrs(reader, stmt)
+            if unreadable or set(attrs) != set(FIELDS):
+                return None
+            reader.env["Rule"] = _RULE_CLASS
+            return attrs
+    return None
+
+
+# --------------------------------------------------------------------------
+# the index
+
+
+def _pack_location() -> tuple[str, str]:
+    import patchaudit
+    import patchaudit.rules as pack
+
+    pack_dir = list(pack.__path__)[0]
+    rule_py = os.path.join(os.path.dirname(patchaudit.__file__), "rule.py")
+    return pack_dir, rule_py
+
+
+def _pack_modules(pack_dir: str) -> list[str]:
+    import pkgutil
+
+    return sorted(info.name for info in pkgutil.iter_modules([pack_dir]) if not info.name.startswith("_"))
+
+
+def source_stamp() -> tuple:
+    """(name, size, mtime) of every source the index is read from."""
+    pack_dir, rule_py = _pack_location()
+    out = []
+    for p in [rule_py] + [os.path.join(pack_dir, n) for n in sorted(os.listdir(pack_dir))]:
+        if p.endswith(".py"):
+            try:
+                st = os.stat(p)
+            except OSError:
+                continue
+            out.append((os.path.basename(p), st.st_size, st.st_mtime_ns))
+    return tuple(out)
+
+
+def build_index(*, static: bool = True) -> dict[str, RuleMeta]:
+    """Read the rule pack.  `static=False` imports every module (the reference)."""
+    pack_dir, rule_py = _pack_location()
+    index = _SourceIndex(pack_dir, rule_py)
+    defaults = index.defaults = _rule_defaults(index) if static else None
+    found: dict[str, RuleMeta] = {}
+    for name in _pack_modules(pack_dir):
+        modname = f"{PACK}.{name}"
+        metas = read_module(index, modname, defaults) if defaults is not None else None
+        if metas is None:
+            metas = _imported_metas(modname)
+        for m in metas:
+            if m.code in found:
+                raise RuntimeError(f"rule code {m.code} defined twice ({found[m.code].module}, {modname})")
+            found[m.code] = m
+    return dict(sorted(found.items()))
+
+
+def _imported_metas(modname: str) -> list[RuleMeta]:
+    from patchaudit.rule import _is_rule_class
+
+    module = importlib.import_module(modname)
+    return [RuleMeta.from_class(obj) for obj in vars(module).values() if _is_rule_class(obj, modname)]
+
+
+_INDEX: dict[str, RuleMeta] | None = None
+
+
+def rule_index(cache_root: str | None = None) -> dict[str, RuleMeta]:
+    """Every rule of the pack, by code: from memory, the disk cache or the sources."""
+    global _INDEX
+    if _INDEX is not None:
+        return _INDEX
+    stamp = None
+    path = None
+    if cache_root is not None:
+        stamp = (sys.version_info[:2], source_stamp())
+        path = os.path.join(cache_root, "rule-index.pickle")
+        try:
+            with open(path, "rb") as fh:
+                saved_stamp, saved = pickle.load(fh)
+            if saved_stamp == stamp:
+                _INDEX = saved
+                return saved
+        except Exception:
+            pass
+    _INDEX = build_index()
+    if path is not None:
+        try:
+            from patchaudit.cache import atomic_write
+
+            atomic_write(path, pickle.dumps((stamp, _INDEX), protocol=pickle.HIGHEST_PROTOCOL))
+        except OSError:
+            pass
+    return _INDEX
+
+
+def select_codes(rules: Mapping[str, Any], select: Iterable[str] | None = None, ignore: Iterable[str] = (),
+                 extend_select: Iterable[str] = ()) -> list[str]:
+    """Resolve codes and prefixes (`PA1`, `PA`, `ALL`) the way ruff does.
+
+    `rules` maps codes to anything with a `default_enabled` attribute (rule
+    classes or RuleMeta).  Raises KeyError(code) for an unknown code/prefix."""
+
+    def expand(codes: Iterable[str]) -> set[str]:
+        out: set[str] = set()
+        for c in codes:
+            c = c.strip().upper()
+            if not c:
+                continue
+            if c == "ALL":
+                out |= set(rules)
+                continue
+            matched = {code for code in rules if code.startswith(c)}
+            if not matched:
+                raise KeyError(c)
+            out |= matched
+        return out
+
+    if select is None:
+        chosen = {c for c, r in rules.items() if r.default_enabled}
+    else:
+        chosen = expand(select)
+    chosen |= expand(extend_select)
+    chosen -= expand(ignore)
+    return sorted(chosen)

@@ -1,0 +1,382 @@
+"""What the speed work must never change: the findings.
+
+- the pre-filter (rule index + `requires`/`can_match`) never drops a file that
+  would have produced a finding: every rule example and the whole corpus
+  (tests/, examples/, the package's own sources) give the same findings with
+  the pre-filter and without it;
+- the static rule index says what the real rule classes say;
+- findings are identical with and without the cache, with 1 and N jobs (the
+  process pool forced on), in the same order;
+- a warm re-run parses nothing, and a run that parses nothing imports no libcst;
+- lazy positions and the module-only visit give libcst's own results.
+
+No timing here: speed is shown by bench/run.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from patchaudit import parallel
+from patchaudit.config import Settings
+from patchaudit.rule import all_rules, select_rules
+from patchaudit.rule_index import RuleMeta, build_index, select_codes
+from patchaudit.runner import run_check
+from patchaudit.testing import all_examples, run_example
+
+REPO = Path(__file__).resolve().parent.parent
+CORPUS = [p for p in (REPO / "tests", REPO / "examples", REPO / "patchaudit", REPO / "rules") if p.exists()]
+EXAMPLES = all_examples()
+
+
+def _key(f) -> str:
+    d = f.to_json()
+    d["context"] = list(f.context)
+    return json.dumps(d, sort_keys=True)
+
+
+def _keys(findings) -> list[str]:
+    return [_key(f) for f in findings]
+
+
+def _errors(errors) -> list[str]:
+    return [str(e) for e in errors]
+
+
+@pytest.fixture
+def no_prefilter(monkeypatch):
+    """Every rule 'can match' everything: the reference the pre-filter must equal."""
+
+    def disable():
+        monkeypatch.setattr(parallel.Triage, "heavy", lambda self, kind, data: True)
+        for rule in all_rules().values():
+            monkeypatch.setattr(rule, "can_match", classmethod(lambda cls, text, settings=None: True))
+
+    return disable
+
+
+# --------------------------------------------------------------------------
+# the rule index
+
+
+def _fields(meta: RuleMeta) -> dict:
+    return {f.name: getattr(meta, f.name) for f in dataclasses.fields(meta)
+            if f.name not in ("static", "requires_bytes")}
+
+
+def test_static_index_is_the_real_classes():
+    static = build_index()
+    real = {code: RuleMeta.from_class(cls) for code, cls in all_rules().items()}
+    assert set(static) == set(real)
+    for code in real:
+        assert _fields(static[code]) == _fields(real[code]), code
+
+
+def test_every_rule_is_read_without_import():
+    """A rule whose metadata the reader cannot see is imported at every run (and
+    libcst with it): write its class attributes as literals or module constants."""
+    dynamic = [m.code for m in build_index().values() if not m.static]
+    assert not dynamic, f"rules read by importing them: {dynamic}"
+
+
+def test_index_reads_a_pack_without_libcst():
+    code = ("import sys; from patchaudit.rule_index import build_index; idx = build_index(); "
+            "assert idx; print('libcst' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("select,ignore,extend", [
+    (None, (), ()), (["ALL"], (), ()), (["PA1"], (), ()), (["PA"], ["PA10"], ()), (["PA101"], (), ["PA001"]),
+    (None, ["PA3"], ["PA001"]), ([" pa104 "], (), ()),
+])
+def test_selection_is_the_same_on_the_index(select, ignore, extend):
+    classes = [r.code for r in select_rules(select, ignore, extend)]
+    assert select_codes(build_index(), select, ignore, extend) == classes
+
+
+def test_unknown_code_is_a_key_error():
+    with pytest.raises(KeyError):
+        select_codes(build_index(), ["PA999"])
+
+
+# --------------------------------------------------------------------------
+# pre-filter soundness
+
+
+def _corpus_texts():
+    from patchaudit.inputs.discover import discover
+
+    files, _ = discover([str(p) for p in CORPUS])
+    out = []
+    for f in files:
+        data = Path(f.path).read_bytes()
+        out.append((f, data))
+    for _, _, ex, _ in EXAMPLES:
+        out.append((None, ex.source.encode("utf-8", "surrogateescape")))
+    return out
+
+
+def test_byte_filter_is_the_class_filter():
+    """`requires` on raw bytes decides as the class's can_match on the text; for a
+    rule with its own can_match, `requires` over-approximates it (default settings)."""
+    index = build_index()
+    settings = Settings()
+    texts = _corpus_texts()
+    assert len(texts) > 50
+    for code, rule in all_rules().items():
+        meta = index[code]
+        assert meta.byte_filter, code
+        for _, data in texts:
+            try:
+                text = data.decode("utf-8-sig")
+            except UnicodeDecodeError:
+                continue
+            if meta.custom_filter:
+                if rule.can_match(text, settings):
+                    assert meta.can_match_bytes(data), (code, text[:200])
+            else:
+                assert meta.can_match_bytes(data) == rule.can_match(text, settings), (code, text[:200])
+                joined = "\n".join(text.splitlines())
+                assert meta.can_match_bytes(data) == rule.can_match(joined), code
+
+
+@pytest.mark.parametrize("rule,invalid,ex", [e[:3] for e in EXAMPLES], ids=[e[3] for e in EXAMPLES])
+def test_prefilter_keeps_every_example_finding(rule, invalid, ex, tmp_path, no_prefilter):
+    work = tmp_path / "w"     # the same folder for both runs: messages may name it
+    with_filter, _, _ = run_example(rule, ex, work)
+    shutil.rmtree(work)
+    no_prefilter()
+    without, _, _ = run_example(rule, ex, work)
+    assert _keys(with_filter) == _keys(without)
+
+
+def test_prefilter_keeps_every_corpus_finding(no_prefilter):
+    settings = dict(select=["ALL"], cache=False, jobs=1)
+    paths = [str(p) for p in CORPUS]
+    on = run_check(paths, Settings(**settings))
+    no_prefilter()
+    off = run_check(paths, Settings(**settings))
+    assert on.files == off.files > 50
+    assert off.parsed > on.parsed            # the reference really parsed more
+    assert _keys(on.findings) == _keys(off.findings)
+    assert on.findings, "the corpus should hold findings (rule examples in the sources)"
+
+
+def test_light_files_import_no_rule(tmp_path):
+    """A tree where no selected rule can fire: nothing parsed, no rule module imported."""
+    (tmp_path / "a.py").write_text("x = 1\n")
+    (tmp_path / "run.sh").write_text("echo hi\n")
+    code = textwrap.dedent(f"""
+        import sys
+        from patchaudit.config import Settings
+        from patchaudit.runner import run_check
+        r = run_check([{str(tmp_path)!r}], Settings(cache=False))
+        assert r.files == 2 and r.parsed == 0 and not r.findings, r
+        print(sorted(m for m in sys.modules if m == "libcst" or m.startswith("patchaudit.rules.")))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+# --------------------------------------------------------------------------
+# cache and jobs
+
+POSITIVE = """\
+import os
+
+
+class P:
+    async def f(self, text, imgs):
+        out = await self.legacy_load_mm_data(prompt=text, image_data=imgs)
+        return out
+"""
+
+
+def _tree(root: Path) -> Path:
+    """A tree with findings of several rules, clean files, a patch and errors."""
+    for sub in ("tests", "examples"):
+        if (REPO / sub).exists():
+            shutil.copytree(REPO / sub, root / sub, ignore=shutil.ignore_patterns("__pycache__", "*.json"))
+    gen = root / "gen"
+    gen.mkdir()
+    for i in range(12):
+        (gen / f"m{i:02}.py").write_text(POSITIVE.replace("text", f"text{i}") + "\n" * i)
+        (gen / f"clean{i:02}.py").write_text(f"value = {i}\n")
+    (gen / "launch.sh").write_text("export SGLANG_MM_AVOID_RETOKENIZE=0\n")
+    (gen / "bad.py").write_bytes(b"x = '\xff'\n")
+    (gen / "broken.py").write_text("def f(:\n    legacy_load_mm_data()\n")
+    (gen / "suppressed.py").write_text("out = legacy_load_mm_data(prompt=t)  # patchaudit: ignore[PA101]\n")
+    return root
+
+
+@pytest.fixture(autouse=True)
+def _fixed_code(monkeypatch, request):
+    """The code stamp of the cache key stats patchaudit's own sources; a shared
+    working tree edited while the tests run must not make a warm run cold."""
+    if "code_stamp" not in request.node.name:
+        import patchaudit.cache
+
+        stamp = patchaudit.cache.code_stamp()
+        monkeypatch.setattr(patchaudit.cache, "code_stamp", lambda: stamp)
+
+
+def _run(root: Path, monkeypatch, **kw):
+    monkeypatch.chdir(root)
+    return run_check(["."], Settings(select=["ALL"], **kw))
+
+
+def _same(a, b) -> None:
+    assert _keys(a.findings) == _keys(b.findings)
+    assert _errors(a.errors) == _errors(b.errors)
+    assert a.files == b.files
+
+
+def test_findings_same_with_cache_and_jobs(tmp_path, monkeypatch):
+    root = _tree(tmp_path / "tree")
+    monkeypatch.setattr(parallel, "POOL_MIN_BYTES", 0)   # the pool for any two heavy files
+    serial = _run(root, monkeypatch, jobs=1, cache=False)
+    assert not parallel.LAST_SCAN["pool"]
+    assert serial.findings and serial.errors and serial.parsed > 10
+    pooled = _run(root, monkeypatch, jobs=2, cache=False)
+    assert parallel.LAST_SCAN["pool"]
+    _same(serial, pooled)
+    assert pooled.parsed == serial.parsed
+    assert not (root / ".patchaudit_cache").exists()      # --no-cache writes nothing
+
+    cold = _run(root, monkeypatch, jobs=2, cache=True)
+    _same(serial, cold)
+    assert cold.cached == 0 and cold.parsed == serial.parsed
+    warm = _run(root, monkeypatch, jobs=2, cache=True)
+    _same(serial, warm)
+    assert warm.parsed == 0 and warm.cached == warm.files
+    warm1 = _run(root, monkeypatch, jobs=1, cache=True)
+    _same(serial, warm1)
+    assert warm1.parsed == 0
+
+    gi = root / ".patchaudit_cache" / ".gitignore"
+    assert gi.read_text().strip().endswith("*")
+
+
+def test_changed_file_is_analysed_again(tmp_path, monkeypatch):
+    root = _tree(tmp_path / "tree")
+    first = _run(root, monkeypatch, jobs=1, cache=True)
+    target = root / "gen" / "m03.py"
+    target.write_text(target.read_text().replace("image_data=imgs", "image_data=imgs, input_ids=ids"))
+    second = _run(root, monkeypatch, jobs=1, cache=True)
+    assert second.parsed == 1 and second.cached == second.files - 1
+    assert len(second.findings) == len(first.findings) - 1
+    fresh = _run(root, monkeypatch, jobs=1, cache=False)
+    _same(fresh, second)
+
+
+def test_settings_and_rules_key_the_cache(tmp_path, monkeypatch):
+    root = _tree(tmp_path / "tree")
+    _run(root, monkeypatch, jobs=1, cache=True)
+    monkeypatch.chdir(root)
+    only = run_check(["."], Settings(select=["PA101"], jobs=1, cache=True))
+    assert only.cached == 0 and {f.code for f in only.findings} == {"PA101"}
+    ignored = run_check(["."], Settings(select=["ALL"], per_file_ignores={"gen/*": ["PA101"]}, jobs=1,
+                                        cache=True))
+    assert ignored.cached == 0
+    assert not any(f.code == "PA101" and f.path.startswith("gen") for f in ignored.findings)
+
+
+def test_code_stamp_keys_the_cache(tmp_path, monkeypatch):
+    import patchaudit.cache
+
+    root = _tree(tmp_path / "tree")
+    monkeypatch.setattr(patchaudit.cache, "code_stamp", lambda: ("rules", 1))
+    _run(root, monkeypatch, jobs=1, cache=True)
+    assert _run(root, monkeypatch, jobs=1, cache=True).parsed == 0
+    monkeypatch.setattr(patchaudit.cache, "code_stamp", lambda: ("rules", 2))   # a rule was edited
+    again = _run(root, monkeypatch, jobs=1, cache=True)
+    assert again.cached == 0 and again.parsed > 0
+
+
+def test_unreadable_cache_is_a_cold_cache(tmp_path, monkeypatch):
+    root = _tree(tmp_path / "tree")
+    first = _run(root, monkeypatch, jobs=1, cache=True)
+    for store in (root / ".patchaudit_cache").rglob("*.pickle"):
+        store.write_bytes(b"not a pickle")
+    again = _run(root, monkeypatch, jobs=1, cache=True)
+    _same(first, again)
+    assert again.cached == 0
+    third = _run(root, monkeypatch, jobs=1, cache=True)
+    assert third.cached == third.files
+
+
+def test_cache_dir_from_config(tmp_path, monkeypatch):
+    root = _tree(tmp_path / "tree")
+    cfg = root / "pyproject.toml"
+    cfg.write_text("[tool.patchaudit]\ncache-dir = 'build/pa-cache'\n")
+    monkeypatch.chdir(root)
+    from patchaudit.config import load_pyproject
+
+    settings = load_pyproject(cfg)
+    run_check(["gen"], settings)
+    assert (root / "build" / "pa-cache" / ".gitignore").exists()
+    assert not (root / ".patchaudit_cache").exists()
+
+
+def test_warm_cli_run_imports_no_libcst(tmp_path):
+    root = _tree(tmp_path / "tree")
+    cmd = [sys.executable, "-m", "patchaudit", "check", "--select", "ALL", "gen"]
+    cold = subprocess.run(cmd, cwd=root, capture_output=True, text=True)
+    assert cold.returncode == 2, cold.stderr    # findings, and two files that cannot be read
+    code = textwrap.dedent("""
+        import sys
+        from patchaudit.cli import main
+        try:
+            main(["check", "--select", "ALL", "gen"])
+        except SystemExit as exc:
+            code = exc.code
+        sys.stderr.write("EXIT %s LIBCST %s\\n" % (code, "libcst" in sys.modules))
+    """)
+    warm = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True)
+    assert "EXIT 2 LIBCST False" in warm.stderr, warm.stderr
+    assert "gen/bad.py:1: error: not valid UTF-8" in warm.stderr   # errors come from the cache too
+    assert warm.stdout == cold.stdout
+
+
+# --------------------------------------------------------------------------
+# libcst work: lazy positions, module-only visits
+
+
+def test_lazy_positions_are_libcsts():
+    import libcst as cst
+    from libcst.metadata import MetadataWrapper, PositionProvider
+
+    from patchaudit.lazy_metadata import metadata_wrapper
+
+    src = (REPO / "patchaudit" / "parallel.py").read_text()
+    module = cst.parse_module(src)
+    eager = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    lazy_wrapper = metadata_wrapper(module)
+    lazy = lazy_wrapper.resolve_many([PositionProvider])[PositionProvider]
+    assert not lazy_wrapper.positions_computed()
+    nodes = list(eager)
+    assert len(nodes) > 1000
+    assert all(lazy[n] == eager[n] for n in nodes)
+    assert lazy_wrapper.positions_computed()
+
+
+def test_module_only_visit_is_a_full_visit(monkeypatch):
+    import patchaudit.lazy_metadata as lm
+
+    paths = [str(p) for p in CORPUS]
+    fast = run_check(paths, Settings(select=["ALL"], cache=False, jobs=1))
+    monkeypatch.setattr(lm, "_MODULE_ONLY", frozenset())
+    full = run_check(paths, Settings(select=["ALL"], cache=False, jobs=1))
+    assert _keys(fast.findings) == _keys(full.findings)
+    assert _errors(fast.errors) == _errors(full.errors)
