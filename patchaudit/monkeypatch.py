@@ -581,6 +581,7 @@ class Replacement:
     #: "class", "unbound" (partial, callable object: never bound), "unknown"
     binding: str = "unknown"
     engine_ref: str | None = None     # the replacement is itself an engine symbol
+    fork_ref: str | None = None       # imported from another module of the fork (dotted)
     note: str = ""
 
 
@@ -1205,6 +1206,11 @@ def _make_collector_class():
                     inner.name = name
                     return inner
                 kind = type(assigns[0]).__name__
+                if kind == "ImportAssignment":
+                    refs = {q.name for q in self.get_metadata(QualifiedNameProvider, value, set())
+                            if q.source == QualifiedNameSource.IMPORT}
+                    if len(refs) == 1:
+                        rep.fork_ref = next(iter(refs))
                 rep.note = ("imported from another module" if kind == "ImportAssignment" else
                             "a builtin" if kind == "BuiltinAssignment" else "not a function of this file")
                 return rep
@@ -1224,6 +1230,10 @@ def _make_collector_class():
                                 if got.binding == "static":
                                     got.binding = "function"
                                 return got
+                refs = {q.name for q in self.get_metadata(QualifiedNameProvider, value, set())
+                        if q.source == QualifiedNameSource.IMPORT}
+                if len(refs) == 1:
+                    rep.fork_ref = next(iter(refs))     # ForkClass.method imported from the fork
                 return rep
             if isinstance(value, cst.Call):
                 callee = self._callee(value)
@@ -1858,7 +1868,8 @@ def check_signature(mp: MonkeyPatch, ctx, target: str, got: Lookup) -> list[Issu
         return []
     orig = got.func
     where = f"`{orig.qualname}` ({got.where})"
-    rname = f"`{rep.name}`" + (f" (line {rep.line})" if rep.line else "")
+    rname = f"`{rep.name}`" + (f" ({rep.note[len('defined at '):]})" if rep.note.startswith("defined at ")
+                               else f" (line {rep.line})" if rep.line else "")
     problems: list[str] = []
     on_class = got.owner_is_class
     o_view = list(orig.params)
@@ -2064,6 +2075,7 @@ def audit_bump(py_files: list[str], old_ctx, new_ctx, settings) -> list:
     from patchaudit.runner import apply_per_file_ignores, apply_suppressions
 
     packages = engine_packages(settings)
+    fork = ForkIndex(py_files)
     out = []
     for path in py_files:
         try:
@@ -2081,6 +2093,7 @@ def audit_bump(py_files: list[str], old_ctx, new_ctx, settings) -> list:
             chosen, _ = contexts_for(mp, [new_ctx], packages)
             if not chosen:
                 continue
+            fork.resolve(mp)
             if _selected("PA203", settings) and not (gated_off(mp, old_ctx) and gated_off(mp, new_ctx)):
                 issue = changed_upstream(mp, old_ctx, new_ctx)
                 if issue is not None:
@@ -2099,6 +2112,74 @@ def audit_bump(py_files: list[str], old_ctx, new_ctx, settings) -> list:
             seen.add(key)
             result.append(f)
     return result
+
+
+class ForkIndex:
+    """The fork's own modules among the files of a run, to resolve a replacement
+    imported from another module of the fork (`from fork.patches import new_fn`)."""
+
+    def __init__(self, paths: Iterable[str]):
+        self.by_module: dict[str, str] = {}
+        for path in paths:
+            parts = os.path.normpath(path).replace(os.sep, "/").split("/")
+            if not parts[-1].endswith(".py"):
+                continue
+            parts[-1] = parts[-1][:-3]
+            if parts[-1] == "__init__":
+                parts.pop()
+            for k in range(len(parts)):
+                name = ".".join(p for p in parts[k:] if p not in (".", ".."))
+                if name:
+                    self.by_module.setdefault(name, path)
+        self._modules: dict[str, ModuleIndex | None] = {}
+
+    def function(self, dotted: str) -> FuncInfo | None:
+        from patchaudit.units.symbols import index_module
+
+        parts = dotted.lstrip(".").split(".")
+        for cut in range(len(parts) - 1, 0, -1):
+            path = self.by_module.get(".".join(parts[:cut]))
+            if path is None:
+                continue
+            if path not in self._modules:
+                try:
+                    with open(path, encoding="utf-8-sig") as fh:
+                        self._modules[path] = index_module(path, fh.read())
+                except (OSError, UnicodeDecodeError):
+                    self._modules[path] = None
+            mod = self._modules[path]
+            rest = parts[cut:]
+            if mod is None:
+                return None
+            if len(rest) == 1:
+                return mod.functions.get(rest[0])
+            cls = mod.classes.get(".".join(rest[:-1]))
+            return cls.methods.get(rest[-1]) if cls else None
+        return None
+
+    def resolve(self, mp: MonkeyPatch) -> None:
+        """Fill in the signature of a replacement defined in another fork module."""
+        rep = mp.replacement
+        if rep is None or rep.params is not None or not rep.fork_ref:
+            return
+        f = self.function(rep.fork_ref)
+        if f is None:
+            return
+        extra = [d for d in f.decorators if d not in ("staticmethod", "classmethod")
+                 and d not in _TRANSPARENT_DECORATORS]
+        if extra:
+            rep.note = f"decorated with @{extra[0]}"
+            return
+        rep.params, rep.is_async = list(f.params), f.is_async
+        if f.is_method:
+            # read through its class: a staticmethod or a plain method is a plain function,
+            # a classmethod is bound to the fork's class
+            rep.binding = "function"
+            if f.is_classmethod:
+                rep.params, rep.binding = rep.params[1:], "unbound"
+        else:
+            rep.binding = "static" if f.is_static else "class" if f.is_classmethod else "function"
+        rep.note = f"defined at {f.path}:{f.line}"
 
 
 def changed_upstream(mp: MonkeyPatch, old_ctx, new_ctx) -> Issue | None:

@@ -701,3 +701,32 @@ def test_hasattr_gates_markers_and_torch_bases(tmp_path):
         """)
     assert [(f["code"], f["line"]) for f in out] == [("PA207", 9), ("PA206", 11)]
     assert "parameter `req` of the original is missing" in out[0]["message"]
+
+
+def test_bump_resolves_replacements_from_other_fork_modules(tmp_path):
+    write_tree(tmp_path, {
+        "fork/__init__.py": "",
+        "fork/impl.py": "class Impl:\n    @staticmethod\n    def handle(self, req):\n        return req\n\n\n"
+                        "def generate_request(self, obj, request=None):\n    return obj\n",
+        "fork/apply.py": "from sglang.srt.managers.scheduler import Scheduler\n"
+                         "from fork.impl import Impl, generate_request\n\n"
+                         "Scheduler.handle = Impl.handle\n"
+                         "Scheduler.generate_request = generate_request\n",
+    })
+    old = build_wheel(tmp_path / "a.whl", sglang_tree("0.5.9"), "sglang", "0.5.9")
+    new = build_wheel(tmp_path / "b.whl", sglang_tree("0.5.10", scheduler=SCHEDULER_V1.replace(
+        "def handle(self, req):", "def handle(self, req, priority):")), "sglang", "0.5.10")
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        files = ["fork/__init__.py", "fork/impl.py", "fork/apply.py"]
+        out = mp.audit_bump(files, ctx_of(str(old)), ctx_of(str(new)), Settings(ignore=["PA203"]))
+        alone = mp.audit_bump(["fork/apply.py"], ctx_of(str(old)), ctx_of(str(new)), Settings(ignore=["PA203"]))
+    finally:
+        os.chdir(cwd)
+    # Impl.handle lacks the new `priority`; generate_request (fork/impl.py) is sync while
+    # the engine's is async: PA207, found only when the module that defines them is among the files
+    assert [(f.code, f.line) for f in out] == [("PA207", 4), ("PA207", 5)]
+    assert "`Impl.handle` (fork/impl.py:3)" in out[0].message and "`priority`" in out[0].message
+    assert "`generate_request` (fork/impl.py:7)" in out[1].message and "the original is async" in out[1].message
+    assert alone == []
