@@ -100,7 +100,11 @@ class Unit:
         trace = []
         for l, note in rep.trace:
             ti = self.info(l)
-            trace.append(TraceStep(self.path, ti.line if ti else l, note))
+            if ti is None and self.target_path is not None:
+                # exact mode: a step outside the patch's lines is a line of the patched engine file
+                trace.append(TraceStep(self.target_path, l, note))
+            else:
+                trace.append(TraceStep(self.path, ti.line if ti else l, note))
         return Finding(
             code=rule.code,
             name=rule.name,
