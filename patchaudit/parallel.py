@@ -131,11 +131,22 @@ class Triage:
             if unit_kind == "python":
                 if m.load().can_match(text, self.settings):
                     return True
-            elif m.load().can_match("\n".join(text.splitlines())):
+            elif m.load().can_match(_joined_lines(text)):
                 return True
         if self.meta_rules and b"patchaudit" in data.lower():
             return True
         return False
+
+
+def _joined_lines(text: str) -> str:
+    """A text file's lines as runner.analyse_file splits them, joined by "\\n" (the
+    text a TextUnit's rules pre-filter on)."""
+    import re
+
+    lines = re.split(r"\r\n|\r|\n", text)
+    if lines and lines[-1] == "":
+        lines.pop()
+    return "\n".join(lines)
 
 
 def _cacheable(result) -> bool:
