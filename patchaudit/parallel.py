@@ -156,11 +156,16 @@ def _cacheable(result) -> bool:
 
 def _read(path: str, settings) -> bytes | None:
     """The file's bytes, or None to let analyse_file read it and report why it cannot."""
+    import stat
+
     try:
-        if os.path.getsize(path) > settings.max_file_size:
+        st = os.stat(path)
+        # a FIFO would block forever, a device never ends: analyse_file reports them
+        if not stat.S_ISREG(st.st_mode) or st.st_size > settings.max_file_size:
             return None
         with open(path, "rb") as fh:
-            return fh.read()
+            data = fh.read(settings.max_file_size + 1)
+        return data if len(data) <= settings.max_file_size else None
     except OSError:
         return None
 

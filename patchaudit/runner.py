@@ -176,14 +176,24 @@ def run_unit_rules(unit, kind: str, rules: list[type[Rule]], settings: Settings,
 
 
 def read_bytes(path: str, settings: Settings, result: FileResult) -> bytes | None:
+    import stat
+
     try:
-        size = os.path.getsize(path)
-        if size > settings.max_file_size:
-            result.errors.append(FileError(path, f"file is {size} bytes, over the limit of "
-                                                 f"{settings.max_file_size} (max-file-size)"))
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            # a FIFO would block the run forever, a device never ends: never opened
+            result.errors.append(FileError(path, "not a regular file (FIFO, device or socket): not read"))
             return None
-        with open(path, "rb") as fh:
-            return fh.read()
+        size = st.st_size
+        if size <= settings.max_file_size:
+            with open(path, "rb") as fh:
+                data = fh.read(settings.max_file_size + 1)   # bounded even if the file grows
+            if len(data) <= settings.max_file_size:
+                return data
+            size = len(data)
+        result.errors.append(FileError(path, f"file is {size} bytes, over the limit of "
+                                             f"{settings.max_file_size} (max-file-size)"))
+        return None
     except OSError as exc:
         result.errors.append(FileError(path, f"cannot read: {exc.strerror or exc}"))
         return None

@@ -20,6 +20,8 @@ from typing import Iterator
 
 HUNK_RE = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@ ?(.*)$")
 _GIT_HEADER_RE = re.compile(r"^diff --git (?P<a>\"(?:[^\"\\]|\\.)*\"|\S+) (?P<b>\"(?:[^\"\\]|\\.)*\"|\S+)$")
+#: the first line of each mail of `git format-patch` output (an mbox series)
+_MAIL_RE = re.compile(r"^From [0-9a-f]{40} ")
 _INDEX_RE = re.compile(r"^index ([0-9a-fA-F]+)\.\.([0-9a-fA-F]+)(?: (\d+))?$")
 
 
@@ -255,6 +257,7 @@ class _Scanner:
         self.cur: FileSection | None = None
         self.cur_has_files = False   # the current section has seen its ---/+++ pair
         self.cur_headers = 0         # "@@" headers seen in the current section (broken ones too)
+        self.mail = False            # a mail header ("From <sha> ...") came after the last hunk
 
     def problem(self, idx: int, msg: str) -> None:
         self.problems.append(Problem(idx + 1, msg))
@@ -294,6 +297,10 @@ class _Scanner:
                 self._git_meta(i, line)
             elif self.cur is None:
                 self.header.append((i + 1, line))
+            elif _MAIL_RE.match(line):
+                self.mail = True     # the next mail of a `git format-patch` series
+            elif line == "---" and self.mail:
+                pass                 # its "---" before the diffstat, not a removed line
             elif line.startswith("+") or (line.startswith("-") and line != "--" and not line.startswith("-- ")):
                 self.problem(i, "line outside any hunk looks like hunk content (hunk shorter than its content, or a missing @@ header)")
             i += 1
@@ -306,6 +313,7 @@ class _Scanner:
         self.cur = FileSection(header_line=idx + 1, source_path=None, target_path=None, git=git)
         self.cur_has_files = False
         self.cur_headers = 0
+        self.mail = False
 
     def _git_meta(self, idx: int, line: str) -> None:
         sec = self.cur

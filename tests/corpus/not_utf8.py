@@ -1,0 +1,2 @@
+x = 'café'
+legacy_load_mm_data(x)

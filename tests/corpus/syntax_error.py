@@ -1,0 +1,2 @@
+def f(:
+    legacy_load_mm_data(x)
