@@ -1394,6 +1394,10 @@ def collect(path: str, text: str, packages: Iterable[str] = DEFAULT_PACKAGES) ->
         return []
     import libcst as cst
 
+    from patchaudit.units.nesting import too_deep
+
+    if too_deep(text, 200) is not None:   # libcst's native parser would crash the process (SIGSEGV)
+        return []
     try:
         module = cst.parse_module(text)
     except (cst.ParserSyntaxError, RecursionError):

@@ -295,3 +295,13 @@ def test_without_the_guard_libcst_would_kill_the_process(tmp_path):
     if r.returncode == 0:
         pytest.skip(f"this libcst survives 5,000 nested brackets ({r.stdout.strip()}): the guard is now only a limit")
     assert r.returncode < 0 or r.returncode > 128, r   # killed by a signal (SIGSEGV), no exception to catch
+
+
+def test_monkeypatch_collection_skips_deep_nesting_without_dying(tmp_path):
+    """The monkey-patch collector (bump, inventory) parses fork files with libcst too."""
+    fork = tmp_path / "fork.py"
+    fork.write_text("import sglang\nsglang.Engine.generate = lambda *a: " + "(" * 5000 + "1" + ")" * 5000 + "\n")
+    code = ("from patchaudit.monkeypatch import collect\n"
+            f"print(collect({str(fork)!r}, open({str(fork)!r}).read()))\n")
+    r = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, timeout=120)
+    assert (r.returncode, r.stdout.strip()) == (0, "[]"), r
