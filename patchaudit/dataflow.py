@@ -62,6 +62,8 @@ Step = tuple[int, str]
 MAX_STEPS = 64
 MAX_PASSES = 8
 MAX_CALL_DEPTH = 24
+#: contexts found too deep in the call stack, analysed from the top at the end of a pass
+MAX_DEFERRED = 2000
 SNIPPET = 60
 
 
@@ -180,8 +182,8 @@ def add_step(steps: tuple[Step, ...], line: "int | At", note: str) -> tuple[Step
         if note in last:
             return steps
         return steps[:-1] + ((line, f"{last}; {note}"),)
-    if len(steps) >= MAX_STEPS:
-        return steps
+    if len(steps) >= MAX_STEPS:  # a very long flow: keep its beginning and its latest step
+        return steps[:-1] + ((line, note),)
     return steps + ((line, note),)
 
 
@@ -610,6 +612,7 @@ class Flow:
         self._unknown_cache: dict[str, Value] = {}
         self._param_cache: dict[tuple[str, str], Value] = {}
         self._mros: dict[str, list[str]] = {}
+        self._deferred: dict[tuple, tuple[Function, dict[str, Value], dict[str, Value]]] = {}
         self.passes = 0
 
     # ----- helpers for specs ----------------------------------------------------
@@ -696,6 +699,14 @@ class Flow:
             self.globals = env
             for fn in self.functions:
                 self._summary(fn, (fn.qualname, (), ()), {}, {}, 1)
+            budget = MAX_DEFERRED
+            while self._deferred and budget > 0:
+                key, (fn, args, subs) = next(iter(self._deferred.items()))
+                del self._deferred[key]
+                budget -= 1
+                if key not in self._pass_memo:
+                    self._summary(fn, key, args, subs, 1)
+            self._deferred.clear()
             if not self._changed or not self._tainted:
                 break
         self.spec.finish(self)
@@ -823,7 +834,12 @@ class Flow:
         memo = self._pass_memo.get(key)
         if memo is not None:
             return memo
-        if key in self._in_progress or depth > MAX_CALL_DEPTH:
+        if key in self._in_progress:
+            return self._summaries.get(key, EMPTY_SUMMARY)
+        if depth > MAX_CALL_DEPTH:
+            # too deep to analyse on this stack: analyse it from the top after this pass
+            if key not in self._deferred:
+                self._deferred[key] = (fn, args, subs)
             return self._summaries.get(key, EMPTY_SUMMARY)
         self._in_progress.add(key)
         try:
@@ -1394,9 +1410,10 @@ class Flow:
                     for a in args:
                         if a.keyword is None:
                             self._copy_fields(ref, a.value, node)
-                        elif a.keyword is not None:
-                            self._set_field(ref, a.keyword, a.value.with_step(line, f"put under `{a.keyword}`"),
-                                            a.node, line, _is_none(a.node.value))
+                        else:
+                            at = self._at(a.node)
+                            self._set_field(ref, a.keyword, a.value.with_step(at, f"put under `{a.keyword}`"),
+                                            a.node, at, _is_none(a.node.value))
                 else:
                     pos = [a for a in args if a.keyword is None]
                     key = string_literal(pos[0].node.value) if pos else None
@@ -1442,8 +1459,9 @@ class Flow:
                 ref = self._alloc_obj(node)
                 for a in args:
                     if a.keyword is not None:
-                        self._set_field(ref, a.keyword, a.value.with_step(line, f"put under `{a.keyword}`"),
-                                        a.node, line, _is_none(a.node.value))
+                        at = self._at(a.node)
+                        self._set_field(ref, a.keyword, a.value.with_step(at, f"put under `{a.keyword}`"),
+                                        a.node, at, _is_none(a.node.value))
                     else:
                         self._copy_fields(ref, a.value, a.node)
                 out = join(out, Value({}, None, frozenset({ref})))
@@ -1457,8 +1475,9 @@ class Flow:
             ref = self._alloc_obj(node)
             for a in args:
                 if a.keyword is not None:
-                    v = a.value.with_step(line, f"passed as `{a.keyword}=` to `{name}(...)`")
-                    self._set_field(ref, a.keyword, v, a.node, line, _is_none(a.node.value))
+                    at = self._at(a.node)
+                    v = a.value.with_step(at, f"passed as `{a.keyword}=` to `{name}(...)`")
+                    self._set_field(ref, a.keyword, v, a.node, at, _is_none(a.node.value))
             return Value({}, None, frozenset({ref}))
         return EMPTY
 

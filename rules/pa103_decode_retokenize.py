@@ -341,6 +341,27 @@ class DecodeRetokenize(Rule):
                     return input_ids, ret
             """, line=7, title="the engine's legacy loader shape: decode, processor, input_ids"),
         Example("""\
+            import re
+
+            class MiMoProcessor:
+                def get_mm_data(self, prompt, images):
+                    if not isinstance(prompt, str):
+                        prompt = self._tokenizer.decode(prompt)
+                    mp = self.mimo_processor
+                    text_parts = re.split(self.mm_tokens.get_combined_regex(), prompt)
+                    input_ids = []
+                    for part in text_parts:
+                        if part == "<image>":
+                            input_ids += [mp.image_token_id] * 64
+                        elif part:
+                            input_ids += mp.tokenizer.encode(part)
+                    return MultimodalProcessorOutput(
+                        mm_items=images,
+                        input_ids=input_ids,
+                    )
+            """, line=15, contains="returned by `get_mm_data()`",
+                title="SGLang 0.5.15 MiMo-V2 shape: decode, re.split on placeholders, encode each part"),
+        Example("""\
             def add_turn(sample, tokenizer, messages):
                 messages.append({"role": "assistant", "content": tokenizer.decode(sample.response_ids)})
                 sample.tokens = tokenizer.apply_chat_template(messages, tokenize=True)

@@ -696,3 +696,18 @@ def test_exact_mode_trace_steps_outside_the_patch_point_at_the_engine_file(tmp_p
     # processor call and return in prepare() (engine lines 2-3), then the hunk's lines in the patch
     assert steps == [("rollout.py", 2), ("rollout.py", 3), ("p.patch", 5), ("p.patch", 7)]
     assert f.target.path == "python/sglang/srt/rollout.py" and f.target.symbol == "start"
+
+
+def test_call_chains_deeper_than_the_stack_limit_are_followed():
+    from patchaudit.dataflow import MAX_CALL_DEPTH, MAX_STEPS
+
+    n = MAX_CALL_DEPTH * 2 + 5
+    code = "".join(f"def f{i}(x):\n    return f{i + 1}(x[1:])\n\n" for i in range(n))
+    code += f"def f{n}(x):\n    return x\n\nsink(f0(src()))\n"
+    hits = run(code)
+    assert len(hits) == 1
+    steps = hits[0].steps
+    assert len(steps) == MAX_STEPS     # the beginning of a very long trace, then its sink
+    assert steps[0][0] == n * 3 + 4 and steps[0][1].startswith("src; passed as `x` to `f0()`")
+    assert steps[-1] == (n * 3 + 4, "sink")
+    assert "passed as `x` to `f1()`" in steps[1][1]
