@@ -646,6 +646,8 @@ def test_configured_options_change_the_pre_filter(tmp_path):
     res = analyse_file(SourceFile(str(tmp_path / "m.py"), "python"), settings, [rule])
     assert not res.errors
     assert [f.line for f in res.findings] == [3]
+    run = run_check([str(tmp_path)], settings)     # the whole run: triage, pre-filter, rules
+    assert not run.errors and [f.line for f in run.findings] == [3]
     rule102 = all_rules()["PA102"]
     assert rule102.can_match("x = proc(t)['ids']", Settings(rule_options={"PA102": {"ids-fields": ["ids"]}}))
     assert not rule102.can_match("x = proc(t)['ids']")
