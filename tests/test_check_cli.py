@@ -131,8 +131,8 @@ def test_examples_fire_every_foundation_rule():
     assert {"PA101", "PA104", "PA301", "PA305"} <= codes
     paths = {f["path"] for f in findings(res)}
     # the clean counterparts stay clean
-    for clean in ("examples/patches/sglang-clean.patch", "examples/scripts/launch_rollout_ok.sh",
-                  "examples/deploy/rollout-ok.yaml"):
+    for clean in ("examples/clean/sglang-qwen-vl.patch", "examples/clean/launch_rollout.sh",
+                  "examples/clean/rollout.yaml"):
         assert clean not in paths
 
 
