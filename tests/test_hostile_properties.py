@@ -202,6 +202,7 @@ def assert_clean_errors(errors, paths) -> None:
 @example(b"@@ -1 +1 @@\n")
 @example(b"--- a\n+++ b\n@@ -1,99999999999999999999 +1 @@\n-x\n")
 @example(b'diff --git "a/\\000x" "b/\\377"\n')
+@example(b"--- a/x.py\n+++ b/x.py\n@@ -1,2 +0,0 @@\n-\r\n-\r\n")
 @example("--- a/x\r\n+++ b/x\r\n@@ -1 +1 @@\r\n-a\x0cb\r\n+c\u2028d\r\n".encode())
 def test_reader_never_raises_and_keeps_its_invariants(data):
     patch = read_patch("t.patch", data)

@@ -224,7 +224,13 @@ def parse_patch(path: str, text: str, problems: list[Problem] | None = None) -> 
     if raw_lines[-1] == "":
         raw_lines.pop()
     # GNU patch strips trailing CRs from a CRLF patch; so do we, but remember it.
-    crlf = text.count("\r\n") > 0 and text.count("\r\n") >= text.count("\n") // 2
+    # GNU patch decides it from the header lines: content lines of a CRLF *file* in an LF
+    # patch end in "\r" too, and keep it
+    heads = [l for l in raw_lines if l.startswith(("--- ", "+++ ", "@@ ", "diff "))]
+    if heads:
+        crlf = sum(l.endswith("\r") for l in heads) * 2 > len(heads)
+    else:
+        crlf = text.count("\r\n") > 0 and text.count("\r\n") >= text.count("\n") // 2
     if crlf:
         lines = [l[:-1] if l.endswith("\r") else l for l in raw_lines]
     else:
