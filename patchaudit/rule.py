@@ -59,6 +59,9 @@ class Example:
     #: more files of the example, written beside it (name -> content) and
     #: checked in the same run: the other patches of a set (PA304)
     files: dict[str, str] | None = None
+    #: the OLD engine tree of an engine-pair rule (PA203, PA204): the example
+    #: then runs through `patchaudit bump` from `engine_old` to `engine`
+    engine_old: dict[str, str] | None = None
 
     def file_name(self) -> str:
         if self.filename:

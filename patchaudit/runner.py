@@ -86,8 +86,8 @@ def _context_for(rule: type[Rule], settings: Settings, engine: Any = None, token
 def _needs_met(rule: type[Rule], *, engine: Any, tokenizer: Any) -> bool:
     if "engine" in rule.needs and engine is None:
         return False
-    if "engine-pair" in rule.needs:
-        return False  # only the bump command provides two engine versions
+    if "engine-pair" in rule.needs and getattr(engine, "pair", None) is None:
+        return False  # only the bump command provides two engine versions (patchaudit/bump.py)
     if "tokenizer" in rule.needs and tokenizer is None:
         return False
     return True

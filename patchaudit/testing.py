@@ -71,7 +71,15 @@ def run_example(rule: type[Rule], ex: Example, workdir: Path):
     cwd = os.getcwd()
     os.chdir(workdir)
     try:
-        result = run_check([os.path.relpath(p, workdir) for p in [target, *extra]], settings)
+        rel = [os.path.relpath(p, workdir) for p in [target, *extra]]
+        if ex.engine_old is not None:   # an engine-pair rule: `patchaudit bump` from engine_old to engine
+            from patchaudit.bump import run_bump
+
+            write_tree(workdir / "engine_old", ex.engine_old)
+            settings.engines = []
+            result = run_bump(rel, "sglang", "engine_old", "engine", settings)
+        else:
+            result = run_check(rel, settings)
     finally:
         os.chdir(cwd)
     mine = [f for f in result.findings if f.code == rule.code]

@@ -272,6 +272,9 @@ class EngineIndex:
     def __init__(self, engine):
         self.engine = engine
         self._modules: dict[str, ModuleIndex] = {}
+        self._texts: dict[str, str] | None = None        # every .py file's text (see py_texts)
+        self._needles: dict[str, list[str]] = {}          # needle -> .py files containing it
+        self._named: dict[str, list[FuncInfo]] = {}       # functions_named memo
 
     def module_by_path(self, path: str) -> ModuleIndex | None:
         if path not in self._modules:
@@ -376,15 +379,11 @@ class EngineIndex:
         return None
 
     def functions_named(self, name: str) -> list[FuncInfo]:
-        """Every definition of `name` in the engine (a text pre-filter, then ast)."""
-        needle = f"def {name}("
+        """Every definition of `name` in the engine (a text pre-filter, then ast; memoised)."""
+        if name in self._named:
+            return list(self._named[name])
         out = []
-        for path in self.engine.files():
-            if not path.endswith(".py"):
-                continue
-            text = self.engine.read_text(path)
-            if not text or needle not in text:
-                continue
+        for path in self.files_containing(f"def {name}("):
             mod = self.module_by_path(path)
             if mod is None:
                 continue
@@ -394,4 +393,220 @@ class EngineIndex:
             for c in mod.classes.values():
                 if name in c.methods:
                     out.append(c.methods[name])
-        return out
+        self._named[name] = out
+        return list(out)
+
+    def py_texts(self) -> dict[str, str]:
+        """The text of every .py file of the engine, read once and kept (engine-wide searches)."""
+        if self._texts is None:
+            texts = {}
+            for path in self.engine.files():
+                if path.endswith(".py"):
+                    text = self.engine.read_text(path)
+                    if text:
+                        texts[path] = text
+            self._texts = texts
+        return self._texts
+
+    def files_containing(self, needle: str) -> list[str]:
+        """The .py files whose text contains `needle` (memoised per needle)."""
+        if needle not in self._needles:
+            self._needles[needle] = [p for p, t in self.py_texts().items() if needle in t]
+        return self._needles[needle]
+
+
+# --------------------------------------------------------------------------
+# calls: what a callee expression resolves to, and upstream's own call sites
+# (bump's call-signature drift, PA204).  Callees are written as dotted strings
+# so the same resolver serves ast (engine files) and libcst (patched code):
+# "f", "mod.f", "Class.meth", "self.meth", "cls.meth", "super().meth".
+
+
+@dataclass(frozen=True)
+class CallShape:
+    """The arguments a call passes, as far as they can be known statically."""
+
+    positional: int                   # plain positional arguments
+    keywords: tuple[str, ...]         # keyword names, in order
+    star_args: bool = False           # a `*args` argument
+    star_kwargs: bool = False         # a `**kwargs` argument
+
+    def passes(self, params: list[Param], name: str) -> bool | None:
+        """Does the call pass parameter `name` of `params`?  None when `*`/`**` make it unknowable."""
+        if name in self.keywords:
+            return True
+        k = 0
+        for p in params:
+            if p.kind not in ("positional_only", "positional"):
+                break
+            if p.name == name:
+                if self.positional > k:
+                    return True
+                return None if self.star_args or self.star_kwargs else False
+            k += 1
+        return None if self.star_kwargs else False
+
+
+@dataclass(frozen=True)
+class Callee:
+    """A call's engine definition and how it is reached."""
+
+    func: FuncInfo
+    how: str            # function | method | constructor | unbound (Class.meth(obj, ...))
+
+    def params(self) -> list[Param]:
+        """The parameters the call's arguments bind to."""
+        f = self.func
+        if self.how == "unbound" and not (f.is_static or f.is_classmethod):
+            return list(f.params)          # self is passed explicitly
+        return f.bound_params()
+
+
+@dataclass(frozen=True)
+class CallSite:
+    path: str
+    line: int
+    symbol: str | None                 # the enclosing def/class ("Class.method")
+    shape: CallShape
+
+    @property
+    def where(self) -> str:
+        return f"{self.path}:{self.line}"
+
+
+def ast_callee(func: ast.AST) -> str | None:
+    """`self.a(...)` -> "self.a", `super().f(...)` -> "super().f", `m.C(...)` -> "m.C"."""
+    if isinstance(func, ast.Attribute):
+        value = func.value
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "super":
+            return f"super().{func.attr}"
+        base = ast_callee(value) if isinstance(value, (ast.Name, ast.Attribute)) else None
+        return f"{base}.{func.attr}" if base else None
+    if isinstance(func, ast.Name):
+        return func.id
+    return None
+
+
+def ast_call_shape(call: ast.Call) -> CallShape:
+    pos = sum(1 for a in call.args if not isinstance(a, ast.Starred))
+    star = any(isinstance(a, ast.Starred) for a in call.args)
+    kws = tuple(k.arg for k in call.keywords if k.arg is not None)
+    return CallShape(pos, kws, star, any(k.arg is None for k in call.keywords))
+
+
+def _method_of(index: "EngineIndex", mod: ModuleIndex, cls: ClassInfo, name: str, how: str,
+               skip_self: bool = False) -> Callee | None:
+    if name == "__init__" and how == "constructor":
+        # only an __init__ the class writes itself: dataclasses, NamedTuples and
+        # pydantic models generate theirs from fields this index does not read
+        f = cls.methods.get("__init__")
+        return Callee(f, "constructor") if f is not None else None
+    found = index.find_method(mod, cls, name, skip_self=skip_self)
+    return Callee(found[1], how) if found else None
+
+
+def resolve_callee(index: "EngineIndex", mod: ModuleIndex, callee: str, class_q: str | None) -> Callee | None:
+    """The definition `callee`, written in `mod` (inside class `class_q`), calls; None when unsure.
+
+    Resolves through the module's imports and the class hierarchy only: a call
+    on an object whose type is unknown (`obj.meth()`) is never guessed."""
+    parts = callee.split(".")
+    name = parts[-1]
+    if callee.startswith("super()."):
+        cls = mod.find_class(class_q) if class_q else None
+        return _method_of(index, mod, cls, name, "method", skip_self=True) if cls and len(parts) == 2 else None
+    if len(parts) == 2 and parts[0] in ("self", "cls"):
+        cls = mod.find_class(class_q) if class_q else None
+        return _method_of(index, mod, cls, name, "method") if cls else None
+    if len(parts) == 1:
+        if name in mod.functions:
+            return Callee(mod.functions[name], "function")
+        if name in mod.classes:
+            return _method_of(index, mod, mod.classes[name], "__init__", "constructor")
+        if name in mod.imports:
+            return _resolve_dotted(index, mod.imports[name])
+        return None
+    head = parts[0]
+    if head in ("self", "cls") or "()" in head:
+        return None
+    if len(parts) == 2 and head in mod.classes and head not in mod.imports:
+        return _method_of(index, mod, mod.classes[head], name, "unbound")
+    if head in mod.imports:
+        return _resolve_dotted(index, ".".join([mod.imports[head]] + parts[1:]))
+    return None
+
+
+def _resolve_dotted(index: "EngineIndex", dotted: str) -> Callee | None:
+    got = index.resolve(dotted)
+    if got is None:
+        return None
+    gmod, kind, q = got
+    if kind == "class":
+        return _method_of(index, gmod, gmod.classes[q], "__init__", "constructor")
+    if kind != "function":
+        return None
+    f = index.function(gmod, q)
+    if f is None:
+        return None
+    return Callee(f, "unbound" if f.is_method else "function")
+
+
+def _same(a: FuncInfo, b: FuncInfo) -> bool:
+    return a.path == b.path and a.qualname == b.qualname
+
+
+def _needles(func: FuncInfo) -> tuple[str, list[str]]:
+    """(a cheap first filter, then any-of needles) for files that can call `func`."""
+    if func.name == "__init__" and func.is_method:
+        cls = func.qualname.rsplit(".", 2)[-2]
+        return f"{cls}(", [f"{cls}("]
+    if func.is_method:
+        n = func.name
+        return f"{n}(", [f"self.{n}(", f"cls.{n}(", f"super().{n}(", f".{n}("]
+    return f"{func.name}(", [f"{func.name}("]
+
+
+def call_sites(index: "EngineIndex", func: FuncInfo) -> list[CallSite]:
+    """Upstream's own calls of `func` in this engine, resolved as `resolve_callee` does (memoised)."""
+    memo = index.__dict__.setdefault("_call_sites", {})
+    key = (func.path, func.qualname)
+    if key in memo:
+        return memo[key]
+    first, anyof = _needles(func)
+    ctor = func.name == "__init__"
+    target_name = func.qualname.rsplit(".", 2)[-2] if ctor else func.name
+    out: list[CallSite] = []
+    texts = index.py_texts()
+    for path in index.files_containing(first):
+        text = texts.get(path, "")
+        if not any(n in text for n in anyof):
+            continue
+        mod = index.module_by_path(path)
+        if mod is None or mod.tree is None:
+            continue
+        for call, class_q, symbol in _calls_in(mod.tree):
+            callee = ast_callee(call.func)
+            if callee is None or callee.rsplit(".", 1)[-1] != target_name:
+                continue
+            got = resolve_callee(index, mod, callee, class_q)
+            if got is not None and _same(got.func, func) and (got.how == "constructor") == ctor:
+                out.append(CallSite(path, call.lineno, symbol, ast_call_shape(call)))
+    memo[key] = out
+    return out
+
+
+def _calls_in(tree: ast.AST):
+    """(Call node, enclosing class qualname, enclosing symbol) for every call of a module."""
+    stack: list[tuple[ast.AST, str | None, str | None]] = [(tree, None, None)]
+    while stack:
+        node, cls, sym = stack.pop()
+        for child in ast.iter_child_nodes(node):
+            c_cls, c_sym = cls, sym
+            if isinstance(child, ast.ClassDef):
+                c_cls = f"{cls}.{child.name}" if cls else child.name
+                c_sym = f"{sym}.{child.name}" if sym else child.name
+            elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                c_sym = f"{sym}.{child.name}" if sym else child.name
+            elif isinstance(child, ast.Call):
+                yield child, cls, sym
+            stack.append((child, c_cls, c_sym))
