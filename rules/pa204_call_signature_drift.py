@@ -6,66 +6,10 @@ from patchaudit.bump import PA204_OPTIONS
 from patchaudit.findings import Severity
 from patchaudit.rule import PYTHON, Example, Rule
 
-BASE_V1 = """\
-class BaseMultimodalProcessor:
-    async def load_mm_data(self, prompt, multimodal_tokens, image_data=None):
-        return await self.legacy_load_mm_data(prompt=prompt, multimodal_tokens=multimodal_tokens, image_data=image_data)
-
-    async def legacy_load_mm_data(self, prompt, multimodal_tokens, image_data=None):
-        return prompt
-"""
-
-BASE_V2 = """\
-class BaseMultimodalProcessor:
-    async def load_mm_data(self, prompt, multimodal_tokens, image_data=None):
-        input_ids = prompt if isinstance(prompt, list) else None
-        return await self.legacy_load_mm_data(
-            prompt=prompt, multimodal_tokens=multimodal_tokens, image_data=image_data, input_ids=input_ids
-        )
-
-    async def legacy_load_mm_data(self, prompt, multimodal_tokens, image_data=None, input_ids=None):
-        return prompt
-"""
-
-QWEN = """\
-from sglang.srt.multimodal.processors.base_processor import BaseMultimodalProcessor as SGLangBaseProcessor
-
-
-class QwenVLImageProcessor(SGLangBaseProcessor):
-    async def process_mm_data_async(self, image_data, input_text, request_obj, **kwargs):
-        base_output = await self.load_mm_data(
-            prompt=input_text,
-            image_data=image_data,
-            multimodal_tokens=self.mm_tokens,
-        )
-        return base_output
-"""
-
-SEED_PATCH = """\
---- a/python/sglang/srt/multimodal/processors/qwen_vl.py
-+++ b/python/sglang/srt/multimodal/processors/qwen_vl.py
-@@ -3,7 +3,7 @@
- 
- class QwenVLImageProcessor(SGLangBaseProcessor):
-     async def process_mm_data_async(self, image_data, input_text, request_obj, **kwargs):
--        base_output = await self.load_mm_data(
-+        base_output = await self.legacy_load_mm_data(
-             prompt=input_text,
-             image_data=image_data,
-             multimodal_tokens=self.mm_tokens,
-"""
-
-
-def _mm_engine(base: str) -> dict[str, str]:
-    return {
-        "python/sglang/__init__.py": "",
-        "python/sglang/srt/__init__.py": "",
-        "python/sglang/srt/multimodal/__init__.py": "",
-        "python/sglang/srt/multimodal/processors/__init__.py": "",
-        "python/sglang/srt/multimodal/processors/base_processor.py": base,
-        "python/sglang/srt/multimodal/processors/qwen_vl.py": QWEN,
-    }
-
+from ._seed import BASE_WITH_PARAM as BASE_V2
+from ._seed import BASE_WITHOUT_PARAM as BASE_V1
+from ._seed import EXACT_PATCH as SEED_PATCH
+from ._seed import engine_tree as _mm_engine
 
 PROC = """\
 class Processor:

@@ -9,29 +9,16 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from patchaudit.testing import cli_runner
 
 from patchaudit.cli import main
+from patchaudit.rules._seed import SEED_HUNK
 
 REPO = Path(__file__).resolve().parents[1]
 
 SEED = (REPO / "examples" / "patches" / "sglang.patch").read_text()
 
-SEED_HUNK = """\
-diff --git a/python/sglang/srt/multimodal/processors/qwen_vl.py b/python/sglang/srt/multimodal/processors/qwen_vl.py
-index b8774ebade56891fe0aef2f54aa26e39b0c63b23..fa01537b2010c6ee002de514281c0d36a2c3bad2 100644
---- a/python/sglang/srt/multimodal/processors/qwen_vl.py
-+++ b/python/sglang/srt/multimodal/processors/qwen_vl.py
-@@ -678,7 +678,7 @@ class QwenVLImageProcessor(SGLangBaseProcessor):
-         **kwargs,
-     ):
-         entry_time = time.perf_counter()
--        base_output = await self.load_mm_data(
-+        base_output = await self.legacy_load_mm_data(
-             prompt=input_text,
-             image_data=image_data,
-             video_data=request_obj.video_data,
-"""
 
 
 def run(args, cwd=None):
