@@ -102,3 +102,13 @@ def check_example(rule: type[Rule], invalid: bool, ex: Example, workdir: Path) -
         assert first.line == ex.line, f"expected the finding on line {ex.line}:\n{shown}"
     if ex.contains is not None:
         assert ex.contains in first.message, f"expected {ex.contains!r} in the message:\n{shown}"
+
+
+def cli_runner():
+    """A click CliRunner with stderr captured apart from stdout, on click 8.1 and 8.2+."""
+    from click.testing import CliRunner
+
+    try:
+        return CliRunner(mix_stderr=False)  # click < 8.2
+    except TypeError:
+        return CliRunner()
