@@ -38,6 +38,8 @@ class FileResult:
     parsed: int = 0          # libcst parses done (for the cache/speed tests)
     # suppression comments: (line, codes or None) that matched nothing
     unused_suppressions: list[tuple[int, tuple[str, ...] | None]] = field(default_factory=list)
+    # exact mode: how each hunk applied (HunkRecord.to_json() dicts, picklable)
+    hunks: list[dict] = field(default_factory=list)
 
 
 @dataclass
@@ -239,6 +241,7 @@ def analyse_file(src: SourceFile, settings: Settings, rules: list[type[Rule]] | 
                 from patchaudit.units.exact import exact_units
 
                 units_py, units_text, punit.engine = exact_units(patch, engine_ctx, report_path=src.path)
+                result.hunks = [h.to_json() for h in punit.engine.hunks]
             else:
                 units_py, units_text = patch_fragment_units(patch, src.path)
             findings += run_unit_rules(punit, K_PATCH, rules, settings, result,
@@ -290,7 +293,7 @@ def _finish_findings(src: SourceFile, result: FileResult, raw_lines: list[str], 
     if any(r.code == "PA001" for r in rules):
         from patchaudit.rules.pa001_unused_suppression import unused_suppression_findings
 
-        ran = [r for r in rules if _needs_met(r, engine=engines if src.kind == PATCH else None,
+        ran = [r for r in rules if _needs_met(r, engine=engines if src.kind in (PATCH, PYTHON) else None,
                                               tokenizer=tokenizer)]
         result.findings += apply_per_file_ignores(unused_suppression_findings(
             src.path, result.unused_suppressions,
