@@ -243,7 +243,9 @@ def analyse_file(src: SourceFile, settings: Settings, rules: list[type[Rule]] | 
                 units_py, units_text, punit.engine = exact_units(patch, engine_ctx, report_path=src.path)
                 result.hunks = [h.to_json() for h in punit.engine.hunks]
             else:
-                units_py, units_text = patch_fragment_units(patch, src.path)
+                py_rules = [r for r in rules if K_PYTHON in r.kinds]
+                units_py, units_text = patch_fragment_units(
+                    patch, src.path, lambda text: any(r.can_match(text, settings) for r in py_rules))
             findings += run_unit_rules(punit, K_PATCH, rules, settings, result,
                                        engine=engine_ctx, tokenizer=tokenizer)
             for u in units_py:
@@ -303,9 +305,12 @@ def _finish_findings(src: SourceFile, result: FileResult, raw_lines: list[str], 
     assign_fingerprints(result.findings, raw_lines, is_patch=src.kind == PATCH)
 
 
-def patch_fragment_units(patch, report_path: str):
-    """Fragment mode: Python units from hunks of .py files, text units from other hunks."""
-    from patchaudit.units import LineInfo, TextUnit
+def patch_fragment_units(patch, report_path: str, wanted=None):
+    """Fragment mode: Python units from hunks of .py files, text units from other hunks.
+
+    `wanted(text)` is the selected Python rules' pre-filter: a hunk whose
+    post-image cannot match any of them is not parsed into windows at all (a
+    window's text is always part of its hunk's post-image)."""
     from patchaudit.units.fragments import fragment_units
 
     py, text = [], []
@@ -313,7 +318,8 @@ def patch_fragment_units(patch, report_path: str):
         if section.is_binary:
             continue
         if section.is_python:
-            py.extend(fragment_units(patch, section, hunk, report_path=report_path))
+            if wanted is None or wanted("\n".join(l.text for l in hunk.post_image)):
+                py.extend(fragment_units(patch, section, hunk, report_path=report_path))
             continue
         kind = classify(section.path)
         if kind in (None, PATCH, PYTHON):
