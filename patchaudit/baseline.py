@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
+from patchaudit.inputs import source_lines
 from patchaudit.findings import Finding
 
 VERSION = 1
@@ -112,7 +113,7 @@ def ensure_fingerprints(findings: list[Finding]) -> None:
     for path, fs in todo.items():
         try:
             with open(path, "rb") as fh:
-                lines = fh.read().decode("utf-8", "surrogateescape").splitlines()
+                lines = source_lines(fh.read().decode("utf-8", "surrogateescape"))
         except OSError:
             lines = []
         assign_fingerprints(fs, lines, is_patch=classify(path) == PATCH)

@@ -40,6 +40,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from patchaudit.inputs import source_lines
 from patchaudit.config import Settings
 from patchaudit.findings import FileError, Finding, Severity, Target
 from patchaudit.inputs.engine import EngineError, EngineSource, map_path, open_engine
@@ -676,8 +677,8 @@ class BumpAudit:
         by_q = {q: (s, e) for q, s, e in new_ranges}
         parts: list[str] = []
         commits_at: list[tuple[int, int]] = []
-        old_lines = old_text.splitlines()
-        new_lines = new_text.splitlines() if new_text is not None else []
+        old_lines = source_lines(old_text)
+        new_lines = source_lines(new_text) if new_text is not None else []
         for q in syms:
             s, e = next((s, e) for qq, s, e in o_ranges if qq == q)
             nq = q

@@ -38,6 +38,7 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
+from patchaudit.inputs import source_lines
 from patchaudit.units.symbols import ClassInfo, FuncInfo, ModuleIndex, Param
 
 DEFAULT_PACKAGES = ("sglang", "vllm", "megatron")
@@ -1993,7 +1994,7 @@ def _definition_text(ctx, got: Lookup) -> str | None:
     text = ctx.source.read_text(got.path)
     if text is None:
         return None
-    lines = text.splitlines()
+    lines = source_lines(text)
     start, end = got.line, got.end_line or got.line
     mod = got.module
     if mod is not None and mod.tree is not None and got.kind in ("function", "class"):
@@ -2091,7 +2092,7 @@ def audit_bump(py_files: list[str], old_ctx, new_ctx, settings) -> list:
         patches = collect(path, text, packages)
         if not patches:
             continue
-        lines = text.splitlines()
+        lines = source_lines(text)
         findings = []
         for mp in patches:
             chosen, _ = contexts_for(mp, [new_ctx], packages)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from patchaudit.config import Settings
 from patchaudit.findings import FileError, Finding, Report, Severity
+from patchaudit.inputs import source_lines
 from patchaudit.inputs.discover import PATCH, PYTHON, SourceFile, classify
 # patchaudit.rule imports libcst (its Rule is a libcst visitor): the functions that
 # run rules import it; a run that parses nothing never does (see parallel.py)
@@ -257,12 +258,7 @@ def analyse_file(src: SourceFile, settings: Settings, rules: list[type[Rule]] | 
             text = decode_source(src.path, data, result)
             if text is None:
                 return result
-            # lines as Python/libcst and editors count them (\r\n, \r, \n), not str.splitlines(),
-            # which also splits at \f, \v, \x85, \u2028... and shifts suppression comments
-            # (str.split when there is no \r: the same lines, ten times faster on a large tree)
-            raw_lines = re.split(r"\r\n|\r|\n", text) if "\r" in text else text.split("\n")
-            if raw_lines[-1] == "":
-                raw_lines.pop()
+            raw_lines = source_lines(text)
             if src.kind == PYTHON:
                 # with --engine, a plain .py file sees the run's first engine (and, through
                 # its `engine_set`, every engine): the monkey-patch rules PA206/PA207
