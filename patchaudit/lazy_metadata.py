@@ -23,22 +23,43 @@ _WRAPPER_CLASS: Any = None
 
 
 class _LazyProvider(Mapping):
-    """The mapping node -> metadata of one provider, resolved on first use."""
+    """The mapping node -> metadata of one provider, resolved on first use.
 
-    def __init__(self, wrapper: Any, provider: Any):
+    For `PositionProvider`, a lookup first tries the top-level statement that
+    holds the node (see `_StatementPositions`): libcst's own provider run on
+    that statement alone, its lines shifted by the lines before it.  Only when
+    that cannot answer (a node outside every statement, an unusual newline) is
+    the provider run on the whole module."""
+
+    def __init__(self, wrapper: Any, provider: Any, by_statement: bool = False):
         self._wrapper = wrapper
         self._provider = provider
         self._mapping: Any = None
+        self._statements: _StatementPositions | None = None
+        self._by_statement = by_statement
 
     def _resolved(self) -> Any:
         if self._mapping is None:
             self._mapping = self._wrapper._resolve_now(self._provider)
         return self._mapping
 
+    def _fast(self, node: Any) -> Any:
+        if self._mapping is not None or not self._by_statement:
+            return _MISSING
+        if self._statements is None:
+            self._statements = _StatementPositions(self._wrapper.module, self._provider)
+        return self._statements.lookup(node)
+
     def __getitem__(self, node: Any) -> Any:
+        value = self._fast(node)
+        if value is not _MISSING:
+            return value
         return self._resolved()[node]
 
     def get(self, node: Any, default: Any = None) -> Any:
+        value = self._fast(node)
+        if value is not _MISSING:
+            return value
         return self._resolved().get(node, default)
 
     def __contains__(self, node: object) -> bool:
@@ -53,6 +74,108 @@ class _LazyProvider(Mapping):
     @property
     def computed(self) -> bool:
         return self._mapping is not None
+
+
+_MISSING = object()
+#: past this many statements resolved one by one, resolve the whole module instead
+_MAX_STATEMENTS = 64
+
+
+class _StatementPositions:
+    """Positions of the nodes of one statement at a time.
+
+    libcst computes positions by generating the module's code again while
+    tracking lines and columns, which costs about twice the parse; a rule that
+    reports one node would pay it for the whole file.  Plain code generation is
+    several times cheaper, and the number of lines a statement's code holds
+    does not depend on where it stands.  So the statement that holds the node
+    is found (descending through class and function bodies), the module is
+    pruned to that statement and its enclosing class/def headers (the same
+    indentation, so the same columns), libcst's own provider runs on the pruned
+    module, and lines are shifted by the lines of the statements pruned before
+    it.  The node is looked for in the statements whose code holds its first
+    line and found by identity in the provider's result, never guessed; when it
+    is not found (a node outside every statement, an unusual newline), the
+    caller computes the whole module's positions."""
+
+    def __init__(self, module: Any, provider: Any):
+        self.module = module
+        self.provider = provider
+        self.usable = module.default_newline == "\n"
+        self.done: list[dict] = []        # positions of the pruned modules computed so far
+        self._codes: dict[int, list[str]] = {}
+
+    def lookup(self, node: Any) -> Any:
+        if not self.usable:
+            return _MISSING
+        for positions in self.done:
+            if node in positions:
+                return positions[node]
+        if len(self.done) >= _MAX_STATEMENTS:
+            return _MISSING
+        m = self.module
+        try:
+            key = next((l.strip() for l in m.code_for_node(node).split("\n") if l.strip()), "")
+        except Exception:
+            return _MISSING
+        if not key:
+            return _MISSING
+        header = sum(m.code_for_node(h).count("\n") for h in m.header)
+        return self._search(node, key, m.body, header, lambda stmts: stmts, 0)
+
+    def _stmt_codes(self, stmts) -> list[str]:
+        k = id(stmts)
+        if k not in self._codes:
+            self._codes[k] = [self.module.code_for_node(s) for s in stmts]
+        return self._codes[k]
+
+    def _search(self, node: Any, key: str, stmts, offset: int, wrap, depth: int) -> Any:
+        import libcst as cst
+
+        codes = self._stmt_codes(stmts)
+        line = offset
+        for i, code in enumerate(codes):
+            before = line
+            line += code.count("\n")
+            if key not in code:
+                continue
+            stmt = stmts[i]
+            if depth < 6 and isinstance(stmt, (cst.ClassDef, cst.FunctionDef)) \
+                    and isinstance(stmt.body, cst.IndentedBlock) and stmt.body.body:
+                inner_wrap = (lambda st, w: lambda inner: w(
+                    [st.with_changes(body=st.body.with_changes(body=inner))]))(stmt, wrap)
+                found = self._search(node, key, stmt.body.body, before, inner_wrap, depth + 1)
+                if found is not _MISSING:
+                    return found
+                if len(self.done) >= _MAX_STATEMENTS:
+                    return _MISSING
+            positions = self._positions(wrap([stmt]), before, stmt)
+            if node in positions:
+                return positions[node]
+            if len(self.done) >= _MAX_STATEMENTS:
+                return _MISSING
+        return _MISSING
+
+    def _positions(self, body: list, shift: int, leaf: Any) -> dict:
+        import libcst as cst
+        from libcst.metadata import CodePosition, CodeRange, MetadataWrapper
+
+        m = self.module
+        sub = cst.Module(body=body, header=(), footer=(), encoding=m.encoding,
+                         default_indent=m.default_indent, default_newline=m.default_newline,
+                         has_trailing_newline=True)
+        raw = MetadataWrapper(sub, unsafe_skip_copy=True).resolve(self.provider)
+        out = {}
+        span = raw[leaf]
+        lo, hi = (span.start.line, span.start.column), (span.end.line, span.end.column)
+        for n, r in raw.items():
+            # only the leaf statement's own nodes: the enclosing class/def headers kept
+            # in the pruned module stand before it, with other lines pruned before them
+            if lo <= (r.start.line, r.start.column) and (r.end.line, r.end.column) <= hi:
+                out[n] = CodeRange(CodePosition(r.start.line + shift, r.start.column),
+                                   CodePosition(r.end.line + shift, r.end.column))
+        self.done.append(out)
+        return out
 
 
 def _wrapper_class() -> Any:
@@ -76,11 +199,11 @@ def _wrapper_class() -> Any:
                 for p in providers:
                     if p in lazy_providers:
                         if p not in self._lazy:
-                            self._lazy[p] = _LazyProvider(self, p)
+                            self._lazy[p] = _LazyProvider(self, p, by_statement=p is PositionProvider)
                         out[p] = self._lazy[p]
                 return out
 
-            def _resolve_now(self, provider: Any) -> Any:
+            def _resolve_now(self, provider: Any) -> Any:  # noqa: D401
                 return MetadataWrapper.resolve_many(self, [provider])[provider]
 
             def positions_computed(self) -> bool:

@@ -100,6 +100,7 @@ class Triage:
         # exact mode may hand engines to any unit: count "engine" rules as able to run
         engine_marker = engines if engines is not None else (True if settings.engines else None)
         runnable = [m for m in metas if _needs_met(m, engine=engine_marker, tokenizer=tokenizer)]
+        self.runnable_codes = {m.code for m in runnable}
         default_run = (list(settings.engine_packages) == list(Settings().engine_packages)
                        and not settings.engines)
         self.static_ok = {m.code: m.byte_filter and (not m.custom_filter or (
@@ -111,6 +112,12 @@ class Triage:
         # rules judged from the other rules' results (PA001): they need the full rule
         # list wherever a suppression comment could be judged
         self.meta_rules = any(not m.kinds for m in metas)
+
+    def runnable(self, meta) -> bool:
+        """Whether the rule can run at all in this run (its needs can be met).  A rule
+        that cannot (PA206 without an engine, PA105 without a tokenizer) is never
+        imported: analyse_file would skip it on every unit anyway."""
+        return meta.code in self.runnable_codes
 
     def heavy(self, kind: str, data: bytes) -> bool:
         if kind == "patch":
@@ -187,12 +194,13 @@ def scan(files: list, settings, metas: list, engines: Any, tokenizer: Any, cache
     def rule_classes() -> list:
         nonlocal classes
         if classes is None:
-            classes = [m.load() for m in metas]
+            classes = [m.load() for m in metas if triage.runnable(m)]
         return classes
 
     pending: list[tuple[int, Any, bytes | None]] = []   # heavy files not yet handed out
     pending_bytes = 0
     pool = None
+    pool_broken = False   # a worker died: the rest runs here, no new pool
     futures: set = set()
 
     def finish(i: int, fr) -> None:
@@ -227,7 +235,8 @@ def scan(files: list, settings, metas: list, engines: Any, tokenizer: Any, cache
                 finish(i, fr)
 
     def _broken(exc: BaseException) -> None:
-        nonlocal pool
+        nonlocal pool, pool_broken
+        pool_broken = True
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
             pool = None
@@ -254,7 +263,7 @@ def scan(files: list, settings, metas: list, engines: Any, tokenizer: Any, cache
         rule_classes()   # import the rule modules (and libcst) once, before forking
         LAST_SCAN["pool"] = True
         pool = ProcessPoolExecutor(max_workers=jobs, mp_context=_mp_context(), initializer=_worker_init,
-                                   initargs=(settings, [m.code for m in metas]))
+                                   initargs=(settings, [m.code for m in metas if triage.runnable(m)]))
 
     LAST_SCAN.clear()
     LAST_SCAN.update(pool=False, jobs=jobs, heavy=0, light=0, cached=0)
@@ -283,7 +292,7 @@ def scan(files: list, settings, metas: list, engines: Any, tokenizer: Any, cache
                 continue
             pending.append((i, src, data))
             pending_bytes += len(data) if data is not None else 0
-            if jobs > 1 and pending_bytes >= POOL_MIN_BYTES and len(pending) >= 2:
+            if jobs > 1 and not pool_broken and pending_bytes >= POOL_MIN_BYTES and len(pending) >= 2:
                 start_pool()
                 for task in pending:
                     submit(*task)

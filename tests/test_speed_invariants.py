@@ -59,6 +59,7 @@ def no_prefilter(monkeypatch):
 
     def disable():
         monkeypatch.setattr(parallel.Triage, "heavy", lambda self, kind, data: True)
+        monkeypatch.setattr(parallel.Triage, "runnable", lambda self, meta: True)   # every selected class
         for rule in all_rules().values():
             monkeypatch.setattr(rule, "can_match", classmethod(lambda cls, text, settings=None: True))
 
@@ -268,6 +269,21 @@ def test_findings_same_with_cache_and_jobs(tmp_path, monkeypatch):
     assert gi.read_text().strip().endswith("*")
 
 
+def _dying_worker(i, src, data):   # a worker process that crashes hard (a segfault, OOM kill)
+    os._exit(3)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the pool forks on Linux only")
+def test_dead_worker_runs_its_files_here(tmp_path, monkeypatch):
+    root = _tree(tmp_path / "tree")
+    serial = _run(root, monkeypatch, jobs=1, cache=False)
+    monkeypatch.setattr(parallel, "POOL_MIN_BYTES", 0)
+    monkeypatch.setattr(parallel, "_worker_run", _dying_worker)
+    pooled = _run(root, monkeypatch, jobs=2, cache=False)
+    assert parallel.LAST_SCAN["pool"]
+    _same(serial, pooled)
+
+
 def test_changed_file_is_analysed_again(tmp_path, monkeypatch):
     root = _tree(tmp_path / "tree")
     first = _run(root, monkeypatch, jobs=1, cache=True)
@@ -369,6 +385,29 @@ def test_lazy_positions_are_libcsts():
     assert len(nodes) > 1000
     assert all(lazy[n] == eager[n] for n in nodes)
     assert lazy_wrapper.positions_computed()
+
+
+def test_statement_positions_are_libcsts():
+    """A single lookup (a rule reporting one node) resolves one pruned statement:
+    its answer is libcst's position for the whole module, for nodes at every depth."""
+    import libcst as cst
+    from libcst.metadata import MetadataWrapper, PositionProvider
+
+    from patchaudit.lazy_metadata import metadata_wrapper
+
+    checked = fast = 0
+    sources = sorted((REPO / "patchaudit").glob("*.py")) + sorted((REPO / "rules").glob("*.py"))
+    for path in sources[::4]:
+        module = cst.parse_module(path.read_text(encoding="utf-8"))
+        eager = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+        items = list(eager.items())
+        for node, expected in items[:: max(1, len(items) // 25)]:
+            wrapper = metadata_wrapper(module)
+            got = wrapper.resolve_many([PositionProvider])[PositionProvider][node]
+            assert got == expected, (path.name, type(node).__name__)
+            checked += 1
+            fast += not wrapper.positions_computed()
+    assert checked > 200 and fast > checked // 4   # most lookups never position the whole file
 
 
 def test_module_only_visit_is_a_full_visit(monkeypatch):
