@@ -148,12 +148,9 @@ class Triage:
 def _joined_lines(text: str) -> str:
     """A text file's lines as runner.analyse_file splits them, joined by "\\n" (the
     text a TextUnit's rules pre-filter on)."""
-    import re
+    from patchaudit.inputs import source_lines
 
-    lines = re.split(r"\r\n|\r|\n", text)
-    if lines and lines[-1] == "":
-        lines.pop()
-    return "\n".join(lines)
+    return "\n".join(source_lines(text))
 
 
 def _cacheable(result) -> bool:
