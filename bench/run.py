@@ -239,7 +239,8 @@ def bench_tree(key: str, args, jobs: int) -> list[Cell]:
     if "semgrep" not in skip and shutil.which("semgrep"):
         cmd = ["semgrep", "scan", "--config", str(BENCH / "semgrep_pa101.yaml"), "--metrics=off",
                "--disable-version-check", "--json", "--quiet", "--jobs", str(jobs), "."]
-        t, p = repeat(cmd, root, runs=R, budget=B)
+        env = dict(os.environ, SEMGREP_ENABLE_VERSION_CHECK="0", SEMGREP_SEND_METRICS="off")
+        t, p = repeat(cmd, root, runs=R, budget=B, env=env)
         say(Cell(key, "semgrep", f"PA101 rule, {jobs} jobs", t, verdict(semgrep_findings(p.stdout), planted)))
     if "fixit" not in skip and shutil.which("fixit"):
         env = dict(os.environ, PYTHONPATH=str(BENCH) + os.pathsep + os.environ.get("PYTHONPATH", ""))
@@ -363,7 +364,13 @@ def main() -> int:
         if tool in args.skip:
             continue
         if shutil.which(tool):
-            v = subprocess.run([tool, "--version"], capture_output=True, text=True).stdout.strip().splitlines()
+            # semgrep checks for a newer version over the network unless told not to
+            env = dict(os.environ, SEMGREP_ENABLE_VERSION_CHECK="0")
+            try:
+                v = subprocess.run([tool, "--version"], capture_output=True, text=True, env=env,
+                                   timeout=120).stdout.strip().splitlines()
+            except subprocess.TimeoutExpired:
+                v = ["(--version timed out)"]
             print(f"{tool}: {v[-1] if v else '?'}", flush=True)
         else:
             print(f"{tool}: not installed (pip install {tool}); skipped", flush=True)

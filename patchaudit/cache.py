@@ -241,7 +241,8 @@ class ResultCache:
 
     def _prune(self) -> None:
         try:
-            stores = sorted(self.folder.glob("*.pickle"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
+            stores = sorted((p for p in self.folder.glob("*.pickle") if len(p.stem) == 32),  # not rule-index
+                            key=lambda p: p.stat().st_mtime_ns, reverse=True)
             for old in stores[MAX_STORES:]:
                 old.unlink()
         except OSError:

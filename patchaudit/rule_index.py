@@ -588,6 +588,7 @@ def rule_index(cache_root: str | None = None) -> dict[str, RuleMeta]:
         try:
             from patchaudit.cache import atomic_write
 
+            os.makedirs(cache_root, exist_ok=True)
             atomic_write(path, pickle.dumps((stamp, _INDEX), protocol=pickle.HIGHEST_PROTOCOL))
         except OSError:
             pass

@@ -332,6 +332,25 @@ def test_unreadable_cache_is_a_cold_cache(tmp_path, monkeypatch):
     assert third.cached == third.files
 
 
+def test_cache_keeps_few_stores_and_the_rule_index(tmp_path, monkeypatch):
+    import patchaudit.cache
+
+    (tmp_path / "a.py").write_text(POSITIVE)
+    import patchaudit.rule_index
+
+    monkeypatch.setattr(patchaudit.cache, "MAX_STORES", 2)
+    monkeypatch.setattr(patchaudit.rule_index, "_INDEX", None)   # read and store the index again
+    monkeypatch.chdir(tmp_path)
+    for select in (["PA101"], ["PA104"], ["PA1"], ["ALL"]):
+        run_check(["a.py"], Settings(select=select, jobs=1))
+    folder = [p for p in (tmp_path / ".patchaudit_cache").iterdir() if p.is_dir()][0]
+    stores = [p for p in folder.glob("*.pickle") if p.name != "rule-index.pickle"]
+    assert len(stores) == 2
+    assert (folder / "rule-index.pickle").exists()
+    again = run_check(["a.py"], Settings(select=["ALL"], jobs=1))
+    assert again.cached == 1
+
+
 def test_cache_dir_from_config(tmp_path, monkeypatch):
     root = _tree(tmp_path / "tree")
     cfg = root / "pyproject.toml"
