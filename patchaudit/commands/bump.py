@@ -7,8 +7,8 @@ import sys
 
 import click
 
-from patchaudit.commands.check import _split_codes, emit, use_color
-from patchaudit.config import ConfigError, Settings, find_pyproject, load_pyproject
+from patchaudit.commands.check import build_settings, emit, use_color
+from patchaudit.config import ConfigError, Settings
 
 FORMATS = ["text", "markdown", "json", "sarif", "github"]
 
@@ -48,17 +48,8 @@ def resolve_revision(spec: str, repo: str | None) -> str:
 
 
 def _settings(paths, config, select, ignore, extend_select, tokenizer) -> Settings:
-    cfg_path = config or find_pyproject(list(paths))
-    settings = load_pyproject(cfg_path) if cfg_path else Settings()
-    if select:
-        settings.select = _split_codes(select)
-    if ignore:
-        settings.ignore = settings.ignore + _split_codes(ignore)
-    if extend_select:
-        settings.extend_select = settings.extend_select + _split_codes(extend_select)
-    if tokenizer:
-        settings.tokenizer = tokenizer
-    settings.cache = False
+    """check's settings, without check's engines, cache or workers: bump opens its own two engines."""
+    settings = build_settings(paths, config, select, ignore, extend_select, (), None, True, tokenizer)
     settings.jobs = 1
     return settings
 
