@@ -197,11 +197,11 @@ def _check_rules(path: Path, s: Settings) -> None:
     for glob, values in s.per_file_ignores.items():
         codes(f"per-file-ignores.{glob!r}", values)
     if s.exclude:
-        import pathspec
+        from patchaudit.inputs.discover import _spec_from_lines
 
         for pattern in s.exclude:
             try:
-                pathspec.PathSpec.from_lines("gitwildmatch", [pattern])
+                _spec_from_lines([pattern])
             except Exception as exc:
                 raise ConfigError(f"{path}: [tool.patchaudit] exclude: bad pattern {pattern!r}: {exc}") from None
     for code, opts in s.rule_options.items():

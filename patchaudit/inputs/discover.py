@@ -60,6 +60,7 @@ def _display(p: Path) -> str:
 
 
 def _spec_from_lines(lines: list[str]):
+    """A gitignore-style matcher (pathspec); also validates patterns for the configuration."""
     import pathspec
 
     try:  # pathspec >= 0.12 names git's own flavour "gitignore"
