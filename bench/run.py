@@ -100,6 +100,12 @@ def tree(key: str) -> tuple[Path, set[tuple[str, int]]]:
         subprocess.run(git + ["add", "-A"], cwd=root, check=True)
         subprocess.run(git + ["commit", "-q", "-m", f"{name} {version} sources"], cwd=root, check=True)
         marker.write_text("")
+    # the tree's own patchaudit configuration (default settings): without it, the run
+    # would pick up the [tool.patchaudit] of a project above the tree (this repository's,
+    # for one), its excludes and its cache folder
+    cfg = root / "pyproject.toml"
+    if not cfg.exists():
+        cfg.write_text("[tool.patchaudit]\n")
     planted: set[tuple[str, int]] = set()
     if key == "sglang":
         lines = (root / PLANT_FILE).read_text(encoding="utf-8").splitlines()
