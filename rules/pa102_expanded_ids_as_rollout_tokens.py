@@ -67,6 +67,12 @@ STORE_MESSAGE = (
     "image; store the pre-expansion ids and keep the processor output for training")
 
 
+def literal_part(pattern: str) -> str:
+    """The longest run of literal characters of an fnmatch pattern ("" when it has none)."""
+    plain = re.sub(r"\[[^\]]*\]", "*", pattern)
+    return max(re.split(r"[*?]", plain), key=len)
+
+
 class _Spec(FlowSpec):
     kinds = {PROCESSOR: OBJECT, PROCESSOR_OUTPUT: OBJECT, EXPANDED: IDS}
 
@@ -388,7 +394,11 @@ class ExpandedIdsAsRolloutTokens(Rule):
     name = "expanded-ids-as-rollout-tokens"
     severity = Severity.ERROR
     kinds = frozenset({PYTHON})
-    requires = (("input_ids",), ("apply_chat_template",))
+    # a source needs the ids field (or apply_chat_template) *and* a processor, which is always
+    # recognised by a name, annotation or factory holding "processor"/"Processor" by default
+    # (requires_for derives the same from configured names; a test keeps the two equal)
+    requires = (("input_ids", "Processor"), ("input_ids", "processor"),
+                ("apply_chat_template", "Processor"), ("apply_chat_template", "processor"))
     options = {k: list(v) for k, v in DEFAULTS.items()}
     METADATA_DEPENDENCIES = (PositionProvider,)
 
@@ -605,10 +615,26 @@ class ExpandedIdsAsRolloutTokens(Rule):
 
     @classmethod
     def requires_for(cls, options: dict[str, Any] | None):
-        fields = (options or {}).get("ids-fields", DEFAULTS["ids-fields"])
+        """The pre-filter for these options: an ids field (or apply_chat_template) and the
+        literal part of some processor name, annotation or factory pattern."""
+        o = {**DEFAULTS, **(options or {})}
+        fields = o["ids-fields"]
         if not isinstance(fields, list) or not all(isinstance(f, str) and f for f in fields):
             return ()
-        return tuple((f,) for f in fields) + (("apply_chat_template",),)
+        firsts = tuple(fields) + ("apply_chat_template",)
+        frags: set[str] = set()
+        for key in ("processor-names", "processor-annotations", "processor-factories"):
+            patterns = o[key]
+            if not isinstance(patterns, list):
+                return ()
+            for pattern in patterns:
+                frag = literal_part(pattern) if isinstance(pattern, str) else ""
+                if not frag:
+                    return tuple((f,) for f in firsts)   # a pattern without a literal: cannot narrow
+                frags.add(frag)
+        # a text holding a longer fragment holds every fragment inside it: keep the shortest
+        minimal = sorted(f for f in frags if not any(g != f and g in f for g in frags))
+        return tuple((f, g) for f in firsts for g in minimal)
 
     def leave_Module(self, original_node: cst.Module) -> None:
         check_options(self.context.options, DEFAULTS)

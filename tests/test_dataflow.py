@@ -649,8 +649,8 @@ def test_configured_options_change_the_pre_filter(tmp_path):
     run = run_check([str(tmp_path)], settings)     # the whole run: triage, pre-filter, rules
     assert not run.errors and [f.line for f in run.findings] == [3]
     rule102 = all_rules()["PA102"]
-    assert rule102.can_match("x = proc(t)['ids']", Settings(rule_options={"PA102": {"ids-fields": ["ids"]}}))
-    assert not rule102.can_match("x = proc(t)['ids']")
+    assert rule102.can_match("x = processor(t)['ids']", Settings(rule_options={"PA102": {"ids-fields": ["ids"]}}))
+    assert not rule102.can_match("x = processor(t)['ids']")
 
 
 def test_badly_shaped_options_name_the_option(tmp_path):
@@ -713,3 +713,15 @@ def test_call_chains_deeper_than_the_stack_limit_are_followed():
     assert steps[0][0] == n * 3 + 4 and steps[0][1].startswith("src; passed as `x` to `f0()`")
     assert steps[-1] == (n * 3 + 4, "sink")
     assert "passed as `x` to `f1()`" in steps[1][1]
+
+
+def test_pa102_prefilter_is_a_conjunction_that_follows_the_configured_names():
+    from patchaudit.rules.pa102_expanded_ids_as_rollout_tokens import ExpandedIdsAsRolloutTokens as R
+
+    # the class attribute (read without importing the rule) is what requires_for derives
+    assert R.requires == R.requires_for(None)
+    assert not R.can_match("ids = tokenizer(text)['input_ids']\n")      # no processor: cannot fire
+    assert R.can_match("ids = processor(text=t, images=i)['input_ids']\n")
+    # a configured name widens the filter, a pattern without a literal part disables narrowing
+    assert ("input_ids", "vlm") in R.requires_for({"processor-names": ["vlm"]})
+    assert R.requires_for({"processor-names": ["*"]}) == (("input_ids",), ("apply_chat_template",))
