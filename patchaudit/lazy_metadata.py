@@ -123,18 +123,20 @@ class _StatementPositions:
         header = sum(m.code_for_node(h).count("\n") for h in m.header)
         return self._search(node, key, m.body, header, lambda stmts: stmts, 0)
 
-    def _stmt_codes(self, stmts) -> list[str]:
-        k = id(stmts)
-        if k not in self._codes:
-            self._codes[k] = [self.module.code_for_node(s) for s in stmts]
-        return self._codes[k]
+    def _stmt_code(self, stmts, i: int) -> str:
+        """The code of one statement of a block (each generated once, and only
+        up to the statement that holds the node: the later ones never)."""
+        codes = self._codes.setdefault(id(stmts), [])
+        while len(codes) <= i:
+            codes.append(self.module.code_for_node(stmts[len(codes)]))
+        return codes[i]
 
     def _search(self, node: Any, key: str, stmts, offset: int, wrap, depth: int) -> Any:
         import libcst as cst
 
-        codes = self._stmt_codes(stmts)
         line = offset
-        for i, code in enumerate(codes):
+        for i in range(len(stmts)):
+            code = self._stmt_code(stmts, i)
             before = line
             line += code.count("\n")
             if key not in code:
