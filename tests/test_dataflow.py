@@ -725,3 +725,13 @@ def test_pa102_prefilter_is_a_conjunction_that_follows_the_configured_names():
     # a configured name widens the filter, a pattern without a literal part disables narrowing
     assert ("input_ids", "vlm") in R.requires_for({"processor-names": ["vlm"]})
     assert R.requires_for({"processor-names": ["*"]}) == (("input_ids",), ("apply_chat_template",))
+
+
+def test_pa103_prefilter_needs_a_call_of_a_decode_method():
+    from patchaudit.rules.pa103_decode_retokenize import DecodeRetokenize as R
+
+    assert not R.can_match("# prefill and decode phases\nmode = 'decode'\n")
+    assert not R.can_match("self.forward_decode(batch)\n")
+    assert R.can_match("text = tok.decode(ids)\n")
+    assert R.can_match("text = f(tok.decode  # why\n    (ids))\n")
+    assert R.can_match("text = tok.decode \\\n(ids)\n")
