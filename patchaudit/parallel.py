@@ -89,8 +89,9 @@ class Triage:
     PA207 the run's engine packages) keeps its class `requires` a sound
     over-approximation of it under the default settings (the contract stated
     in `Rule.can_match`, checked by tests/test_speed_invariants.py): with
-    default settings for it, `requires` decides; otherwise the real class is
-    imported and asked."""
+    default settings for it, a file that fails `requires` is dropped without
+    importing the rule, and one that passes is put to the rule's own filter;
+    with other settings, only the rule's own filter decides."""
 
     def __init__(self, metas: list, settings, engines: Any, tokenizer: Any):
         from patchaudit.config import Settings
@@ -126,9 +127,13 @@ class Triage:
         text: str | None = None
         for m in self.by_kind[unit_kind]:
             if self.static_ok[m.code]:
-                if m.can_match_bytes(data):
+                if not m.can_match_bytes(data):
+                    continue   # cannot fire: decided without importing the rule
+                if not m.custom_filter:
                     return True
-                continue
+                # `requires` (a sound over-approximation) let it through: the rule's own,
+                # finer filter decides (PA103 wants a *call* of a decode method), so a
+                # file it rejects is not shipped to a worker for nothing
             if text is None:
                 try:
                     text = data.decode("utf-8-sig")
