@@ -75,3 +75,10 @@ def test_arbitrary_hunks_never_crash_the_applier(original, eol, raw_hunks):
         assert h.status in ("clean", "offset", "fuzz", "failed", "already-applied")
     for line_no, (k, idx) in res.origin.items():
         assert 1 <= line_no <= len(res.lines) and 0 <= k < len(specs) and 0 <= idx < len(specs[k].lines)
+
+
+def test_an_added_empty_line_without_newline_leaves_no_origin_past_the_end():
+    """Found by the 10,000-example run: adding "" + "\\ No newline" to an empty file gives an
+    empty file (GNU patch writes 0 bytes); origin must not name a line 1 the result lacks."""
+    res = apply_hunks([], [HunkSpec(0, 0, 1, 1, (HunkLine("+", "", True),))], ends_with_newline=False)
+    assert res.lines == [] and res.origin == {}

@@ -572,4 +572,7 @@ def apply_hunks(
         out_line = eng.out_line_of_input.get(in_line)
         if out_line is not None and out_line <= len(lines):
             origin.setdefault(out_line, org)
-    return ApplyResult(lines=lines, ends_with_newline=ends, hunks=results, origin=dict(sorted(origin.items())))
+    # an added empty last line without a newline is no line at all (the file ends before it):
+    # origin only names lines the result has
+    return ApplyResult(lines=lines, ends_with_newline=ends, hunks=results,
+                       origin={k: v for k, v in sorted(origin.items()) if k <= len(lines)})
