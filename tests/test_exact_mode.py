@@ -253,3 +253,22 @@ def test_git_engine_uses_the_blob_named_by_the_index_line(tmp_path):
     assert [f["code"] for f in out] == ["PA101"]
     assert "certain" in out[0]["message"]
     assert repo.git.status("--porcelain") == ""
+
+
+def test_two_sections_of_one_file_apply_in_sequence(tmp_path):
+    """GNU patch applies a second section for the same file to the first one's result."""
+    engine = as_directory(tmp_path, tree(BASE_V2))
+    first = PATCH_WITH_IDS
+    # the second section's context is the first section's result
+    second = (
+        "--- a/python/sglang/srt/multimodal/processors/qwen_vl.py\n"
+        "+++ b/python/sglang/srt/multimodal/processors/qwen_vl.py\n"
+        "@@ -19,3 +19,3 @@ class QwenVLImageProcessor(SGLangBaseProcessor):\n"
+        "         base_output = await self.legacy_load_mm_data(\n"
+        "-            input_ids=input_text,\n"
+        "+            input_ids=list(input_text),\n"
+        "             prompt=input_text,\n"
+    )
+    res, out = check(tmp_path, first + second, engine)
+    assert out == [], out
+    assert res.exit_code == 0

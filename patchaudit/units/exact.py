@@ -268,6 +268,9 @@ def exact_units(patch, ctx: EngineContext, report_path: str):
     result = ExactResult(ctx.label, ctx.source.name, ctx.strip, ctx.prefix)
     py: list[PythonUnit] = []
     text_units: list[TextUnit] = []
+    # a file changed by two sections of one patch: the second applies to the first's result,
+    # as GNU patch does
+    patched_so_far: dict[str, tuple[str, str | None]] = {}
     for section in patch.sections:
         if section.is_binary:
             continue
@@ -293,7 +296,11 @@ def exact_units(patch, ctx: EngineContext, report_path: str):
                     _fallback_units(patch, section, section.hunks, report_path, kind, py, text_units, ctx)
                 continue
         else:
-            original, orig_path = _read_original(ctx, section)
+            source_key = ctx.engine_path(section.source_path) if section.source_path else target
+            if source_key in patched_so_far:
+                original, orig_path = patched_so_far[source_key]
+            else:
+                original, orig_path = _read_original(ctx, section)
         if original is None:
             rec.missing = True
             for h in section.hunks:
@@ -321,6 +328,7 @@ def exact_units(patch, ctx: EngineContext, report_path: str):
             continue
         patched = "\n".join(applied.lines) + ("\n" if applied.ends_with_newline and applied.lines else "")
         rec.patched_text = patched
+        patched_so_far[target] = (patched, target)
         lines_map: dict[int, LineInfo] = {}
         judged: set[int] = set()
         hunk_of: dict[int, Any] = {}
