@@ -95,7 +95,8 @@ class EngineContext:
         if cached is not None:
             return cached
         if unit.mode == "exact":
-            mod = index_module(unit.target_path or "", unit.text, self.source.module_name(unit.target_path or ""))
+            mod = index_module(unit.target_path or "", unit.text, self.source.module_name(unit.target_path or ""),
+                               tree=getattr(unit, "patched_tree", None))
         elif unit.target_path:
             mod = self.index.module_by_path(unit.target_path)
         else:
@@ -342,14 +343,16 @@ def exact_units(patch, ctx: EngineContext, report_path: str):
             if is_changed:
                 judged.add(line_no)
         if kind == PYTHON:
-            if parse_python(patched) is None:
-                if parse_python(original) is not None:
+            patched_tree = parse_python(patched)
+            if patched_tree is None:
+                if orig_index is not None and orig_index.tree is not None:   # the patch broke it
                     rec.syntax_error = _syntax_error(patched, lines_map)
                 _fallback_units(patch, section, section.hunks, report_path, kind, py, text_units, ctx)
                 continue
             unit = PythonUnit(path=report_path, lines_map=lines_map, judged=frozenset(judged), target_path=target,
                               patch=patch, section=section, mode="exact", text=patched, engine=ctx)
             unit.hunk_of = hunk_of
+            unit.patched_tree = patched_tree   # reused by EngineContext.unit_module: one ast parse
             py.append(unit)
         elif kind not in (None, PATCH):
             unit = TextUnit(path=report_path, lines_map=lines_map, judged=frozenset(judged), target_path=target,

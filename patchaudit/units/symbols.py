@@ -189,9 +189,11 @@ def parse_python(text: str) -> ast.Module | None:
         return None
 
 
-def index_module(path: str, text: str, module: str | None = None) -> ModuleIndex:
+def index_module(path: str, text: str, module: str | None = None, tree: ast.Module | None = None) -> ModuleIndex:
+    """Index `text`; `tree`, when the caller has parsed it already, saves a second parse."""
     idx = ModuleIndex(path=path, module=module)
-    tree = parse_python(text)
+    if tree is None:
+        tree = parse_python(text)
     if tree is None:
         idx.error = "does not parse"
         return idx
