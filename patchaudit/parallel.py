@@ -317,7 +317,19 @@ def _digest(data: bytes) -> bytes:
 
 
 def _light(src, settings, engines, tokenizer, data: bytes):
-    """A file no selected rule can fire on: suppressions and decoding only."""
-    from patchaudit.runner import analyse_file
+    """A file no selected rule can fire on.
 
+    With no rule to run, analyse_file can only report that the file is not UTF-8
+    (PA001, the one rule that reads suppression comments, makes a file with one heavy),
+    so a file that decodes needs nothing more: an empty result, without splitting
+    lines or fingerprinting nothing."""
+    from patchaudit.runner import FileResult, analyse_file
+
+    if src.kind != "patch":
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            pass
+        else:
+            return FileResult(src.path)
     return analyse_file(src, settings, [], engines, tokenizer, data=data)
