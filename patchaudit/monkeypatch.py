@@ -367,6 +367,15 @@ def engine_versions(source) -> dict[str, str]:
     return out
 
 
+def _python_paths(source) -> list[str]:
+    """Every .py file of an engine source, relative to each package root holding it
+    ("" too: a namespace package at the top, megatron/core/..., has no root of its own)."""
+    try:
+        roots = list(dict.fromkeys(source.package_roots() + [""]))
+        files = source.files()
+    except Exception:
+        roots, files = [""], []
+    return [f[len(root):] for f in files if f.endswith(".py") for root in roots if f.startswith(root)]
 
 
 def top_packages(source) -> frozenset[str]:
@@ -374,21 +383,11 @@ def top_packages(source) -> frozenset[str]:
     cached = getattr(source, "_pa_tops", None)
     if cached is None:
         tops: set[str] = set()
-        try:
-            # "" too: a namespace package at the top (megatron/core/...) has no root of its own
-            roots = list(dict.fromkeys(source.package_roots() + [""]))
-            files = source.files()
-        except Exception:
-            roots, files = [""], []
-        for f in files:
-            if not f.endswith(".py"):
-                continue
-            for root in roots:
-                if f.startswith(root):
-                    first = f[len(root):].split("/", 1)[0]
-                    name = first[:-3] if first.endswith(".py") else first
-                    if name.isidentifier():
-                        tops.add(name)
+        for rel in _python_paths(source):
+            first = rel.split("/", 1)[0]
+            name = first[:-3] if first.endswith(".py") else first
+            if name.isidentifier():
+                tops.add(name)
         cached = _cache_on(source, "_pa_tops", frozenset(tops))
     return cached
 
@@ -398,20 +397,10 @@ def _package_dirs(source) -> frozenset[str]:
     cached = getattr(source, "_pa_dirs", None)
     if cached is None:
         out: set[str] = set()
-        try:
-            # "" too: a namespace package at the top (megatron/core/...) has no root of its own
-            roots = list(dict.fromkeys(source.package_roots() + [""]))
-            files = source.files()
-        except Exception:
-            roots, files = [""], []
-        for f in files:
-            if not f.endswith(".py"):
-                continue
-            for root in roots:
-                if f.startswith(root):
-                    parts = f[len(root):].split("/")[:-1]
-                    for k in range(1, len(parts) + 1):
-                        out.add(".".join(parts[:k]))
+        for rel in _python_paths(source):
+            parts = rel.split("/")[:-1]
+            for k in range(1, len(parts) + 1):
+                out.add(".".join(parts[:k]))
         cached = _cache_on(source, "_pa_dirs", frozenset(out))
     return cached
 
