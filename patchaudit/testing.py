@@ -112,3 +112,15 @@ def cli_runner():
         return CliRunner(mix_stderr=False)  # click < 8.2
     except TypeError:
         return CliRunner()
+
+
+def invoke_in(root, args: list[str]):
+    """Run the `patchaudit` command line with `args` from folder `root` (as a user in it would)."""
+    from patchaudit.cli import main
+
+    old = os.getcwd()
+    os.chdir(root)
+    try:
+        return cli_runner().invoke(main, list(args), catch_exceptions=False)
+    finally:
+        os.chdir(old)

@@ -7,28 +7,16 @@ import os
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 from patchaudit.baseline import assign_fingerprints, filter_new, read_baseline, split_fingerprint
-from patchaudit.cli import main
+from patchaudit.testing import invoke_in
 from patchaudit.findings import Finding, Severity
 
 
-def _runner() -> CliRunner:
-    try:
-        return CliRunner(mix_stderr=False)  # click < 8.2
-    except TypeError:
-        return CliRunner()
 
 
 def cli(root: Path, *args: str):
-    old = os.getcwd()
-    os.chdir(root)
-    try:
-        res = _runner().invoke(main, ["check", "--no-cache", *args], catch_exceptions=False)
-    finally:
-        os.chdir(old)
-    return res
+    return invoke_in(root, ["check", "--no-cache", *args])
 
 
 def found(root: Path, *args: str) -> list[tuple[str, int, str]]:

@@ -7,9 +7,8 @@ import os
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from patchaudit.cli import main
+from patchaudit.testing import invoke_in
 from patchaudit.config import ConfigError, find_pyproject, load_pyproject
 
 PA101_PY = "def f(text):\n    return legacy_load_mm_data(prompt=text)\n"
@@ -37,21 +36,11 @@ SECOND_TOUCHING = """\
 """
 
 
-def _runner() -> CliRunner:
-    try:
-        return CliRunner(mix_stderr=False)  # click < 8.2
-    except TypeError:
-        return CliRunner()
 
 
 def check(root: Path, *args: str):
     """`patchaudit check --format json --no-cache ARGS` run in `root`: (exit code, codes by file, stderr)."""
-    old = os.getcwd()
-    os.chdir(root)
-    try:
-        res = _runner().invoke(main, ["check", "--format", "json", "--no-cache", *args], catch_exceptions=False)
-    finally:
-        os.chdir(old)
+    res = invoke_in(root, ["check", "--format", "json", "--no-cache", *args])
     found = json.loads(res.stdout) if res.exit_code in (0, 1) else []
     by_file: dict[str, list[str]] = {}
     for f in found:

@@ -8,26 +8,15 @@ from pathlib import Path
 
 import git
 import pytest
-from click.testing import CliRunner
 
-from patchaudit.cli import main
+from patchaudit.testing import invoke_in
 from patchaudit.diffbase import parse_unified0
 
 
-def _runner() -> CliRunner:
-    try:
-        return CliRunner(mix_stderr=False)  # click < 8.2
-    except TypeError:
-        return CliRunner()
 
 
 def cli(root: Path, *args: str):
-    old = os.getcwd()
-    os.chdir(root)
-    try:
-        return _runner().invoke(main, ["check", "--no-cache", *args], catch_exceptions=False)
-    finally:
-        os.chdir(old)
+    return invoke_in(root, ["check", "--no-cache", *args])
 
 
 def found(root: Path, *args: str) -> list[tuple[str, int, str]]:

@@ -7,9 +7,8 @@ import os
 import re
 from pathlib import Path
 
-from click.testing import CliRunner
 
-from patchaudit.cli import main
+from patchaudit.testing import invoke_in
 from patchaudit.findings import FileError, Finding, Severity, Target, TraceStep
 from patchaudit.reporters import render
 from patchaudit.reporters.github import escape_property
@@ -18,20 +17,10 @@ from patchaudit.runner import RunResult
 LINE = re.compile(r"^::(error|warning|notice) (?P<props>[^:]*)::(?P<msg>.*)$")
 
 
-def _runner() -> CliRunner:
-    try:
-        return CliRunner(mix_stderr=False)  # click < 8.2
-    except TypeError:
-        return CliRunner()
 
 
 def cli(root: Path, *args: str):
-    old = os.getcwd()
-    os.chdir(root)
-    try:
-        return _runner().invoke(main, ["check", "--no-cache", *args], catch_exceptions=False)
-    finally:
-        os.chdir(old)
+    return invoke_in(root, ["check", "--no-cache", *args])
 
 
 def props(line: str) -> dict[str, str]:

@@ -7,27 +7,17 @@ import os
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 from patchaudit.cli import main
+from patchaudit.testing import cli_runner, invoke_in
 
 CALL = "out = legacy_load_mm_data(prompt=text)"
 
 
-def _runner() -> CliRunner:
-    try:
-        return CliRunner(mix_stderr=False)  # click < 8.2
-    except TypeError:
-        return CliRunner()
 
 
 def run(root: Path, *args: str) -> list[tuple[str, int, str]]:
-    old = os.getcwd()
-    os.chdir(root)
-    try:
-        res = _runner().invoke(main, ["check", "--format", "json", "--no-cache", *args], catch_exceptions=False)
-    finally:
-        os.chdir(old)
+    res = invoke_in(root, ["check", "--format", "json", "--no-cache", *args])
     assert res.exit_code in (0, 1), res.stderr
     return [(f["path"], f["line"], f["code"]) for f in json.loads(res.stdout)]
 
@@ -140,7 +130,7 @@ def test_pa001_messages_and_columns(tmp_path):
     old = os.getcwd()
     os.chdir(tmp_path)
     try:
-        res = _runner().invoke(main, ["check", "--format", "json", "--no-cache", "--select", "PA001", "a.py"])
+        res = cli_runner().invoke(main, ["check", "--format", "json", "--no-cache", "--select", "PA001", "a.py"])
     finally:
         os.chdir(old)
     (f,) = json.loads(res.stdout)
