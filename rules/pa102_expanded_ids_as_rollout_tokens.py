@@ -12,6 +12,8 @@ from patchaudit.dataflow import (
 from patchaudit.findings import Severity
 from patchaudit.rule import PYTHON, Example, Rule
 
+from ._gate import facts, literal_runs, some_word_may_match, string_lists
+
 PROCESSOR = "processor"              # a multimodal processor object
 PROCESSOR_OUTPUT = "processor-output"  # what calling it returns (BatchFeature)
 EXPANDED = "expanded-ids"            # its input_ids: each image already expanded into its pad tokens
@@ -69,8 +71,7 @@ STORE_MESSAGE = (
 
 def literal_part(pattern: str) -> str:
     """The longest run of literal characters of an fnmatch pattern ("" when it has none)."""
-    plain = re.sub(r"\[[^\]]*\]", "*", pattern)
-    return max(re.split(r"[*?]", plain), key=len)
+    return max(literal_runs(pattern), key=len, default="")
 
 
 class _Spec(FlowSpec):
@@ -611,7 +612,36 @@ class ExpandedIdsAsRolloutTokens(Rule):
         """The pre-filter follows the configured source names (the class `requires` are the defaults')."""
         options = settings.options_for(cls.code) if settings is not None else None
         groups = cls.requires_for(options)
-        return not groups or any(all(s in text for s in g) for g in groups)
+        if groups and not any(all(s in text for s in g) for g in groups):
+            return False
+        return cls.can_fire(text, {**DEFAULTS, **(options or {})})
+
+    @staticmethod
+    def can_fire(text: str, o: dict[str, Any]) -> bool:
+        """Whether the module has both ingredients of a finding (read with `ast`, see
+        rules/_gate.py).  A processor: a name, attribute or parameter named like one
+        (`param`, `unknown`, a call's or receiver's name), a parameter annotated like one,
+        or a call of a processor factory; every expanded-ids value starts from one.  And a
+        sink: a path component, keyword or key that could match `token-fields`, or a media
+        key beside an ids key (`store`, `_call_sinks`, `finish`).
+        On SGLang 0.5.15 this leaves 51 of the 254 files the text filter lets through."""
+        keys = ("processor-names", "not-processor-names", "processor-annotations", "processor-factories",
+                "token-fields", "request-ids-keys", "request-media-keys")
+        if not string_lists(o, keys):
+            return True
+        f = facts(text)
+        if f is None:
+            return True
+        names = f.names
+        source = (any(matches(n, o["processor-names"]) and not matches(n, o["not-processor-names"])
+                      for n in names)
+                  or any(matches(c.dotted, o["processor-factories"]) for c in f.calls)
+                  or any(matches(p, o["processor-annotations"]) for p in f.annotation_parts()))
+        if not source:
+            return False
+        words = f.words()
+        return some_word_may_match(words, o["token-fields"]) or (
+            any(k in words for k in o["request-media-keys"]) and any(k in words for k in o["request-ids-keys"]))
 
     @classmethod
     def requires_for(cls, options: dict[str, Any] | None):

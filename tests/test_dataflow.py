@@ -649,8 +649,9 @@ def test_configured_options_change_the_pre_filter(tmp_path):
     run = run_check([str(tmp_path)], settings)     # the whole run: triage, pre-filter, rules
     assert not run.errors and [f.line for f in run.findings] == [3]
     rule102 = all_rules()["PA102"]
-    assert rule102.can_match("x = processor(t)['ids']", Settings(rule_options={"PA102": {"ids-fields": ["ids"]}}))
-    assert not rule102.can_match("x = processor(t)['ids']")
+    assert rule102.can_match("s.tokens = processor(t)['ids']",
+                             Settings(rule_options={"PA102": {"ids-fields": ["ids"]}}))
+    assert not rule102.can_match("s.tokens = processor(t)['ids']")
 
 
 def test_badly_shaped_options_name_the_option(tmp_path):
@@ -721,7 +722,15 @@ def test_pa102_prefilter_is_a_conjunction_that_follows_the_configured_names():
     # the class attribute (read without importing the rule) is what requires_for derives
     assert R.requires == R.requires_for(None)
     assert not R.can_match("ids = tokenizer(text)['input_ids']\n")      # no processor: cannot fire
-    assert R.can_match("ids = processor(text=t, images=i)['input_ids']\n")
+    assert R.can_match("sample.tokens = processor(text=t, images=i)['input_ids']\n")
+    # the ast gate: a processor without a sink, a sink without a processor, cannot fire
+    assert not R.can_match("ids = processor(text=t, images=i)['input_ids']\n")
+    assert not R.can_match("sample.tokens = logits_processor(text=t, images=i)['input_ids']\n")
+    assert R.can_match("def f(p: 'AutoProcessor', x):\n    x.tokens = p(text=t, images=i)['input_ids']\n")
+    assert R.can_match("p = AutoProcessor.from_pretrained(m)\nreq = {'input_ids': p(t, images=i)['input_ids'], "
+                       "'image_data': d}\n")
+    assert not R.can_match("p = AutoProcessor.from_pretrained(m)\nreq = {'input_ids': p(t)['input_ids']}\n")
+    assert R.can_match("x = processor(text=t, images=i)['input_ids'\n")   # ast cannot read it: let through
     # a configured name widens the filter, a pattern without a literal part disables narrowing
     assert ("input_ids", "vlm") in R.requires_for({"processor-names": ["vlm"]})
     assert R.requires_for({"processor-names": ["*"]}) == (("input_ids",), ("apply_chat_template",))
@@ -732,6 +741,13 @@ def test_pa103_prefilter_needs_a_call_of_a_decode_method():
 
     assert not R.can_match("# prefill and decode phases\nmode = 'decode'\n")
     assert not R.can_match("self.forward_decode(batch)\n")
-    assert R.can_match("text = tok.decode(ids)\n")
-    assert R.can_match("text = f(tok.decode  # why\n    (ids))\n")
-    assert R.can_match("text = tok.decode \\\n(ids)\n")
+    enc = "ids = tok.encode(text)\n"
+    assert R.can_match("text = tok.decode(ids)\n" + enc)
+    assert R.can_match("text = f(tok.decode  # why\n    (ids))\n" + enc)
+    assert R.can_match("text = tok.decode \\\n(ids)\n" + enc)
+    # the ast gate: a decode without an encode, or on a receiver that is no tokenizer, cannot fire
+    assert not R.can_match("text = tok.decode(ids)\n")
+    assert not R.can_match("text = raw.decode(ids)\n" + enc)
+    assert R.can_match("text = self.tokenizer.batch_decode(ids)\nout = self.processor(text=text)\n")
+    assert R.can_match("text = tok.decode(ids)\nids = get_tokenizer().apply_chat_template(m)\n")
+    assert not R.can_match("text = tok.decode(ids)\nt = get_tokenizer(name)\n")

@@ -1,0 +1,200 @@
+"""The dataflow rules' second pre-filter: what a module *could* feed them, read with `ast`.
+
+PA102 and PA103 follow values through a whole module (patchaudit/dataflow.py),
+which needs libcst's tree: about ten times the cost of the stdlib `ast` parse,
+before the interpreter even starts.  Their byte pre-filter (`requires`) can only
+ask for words ("input_ids" and "processor"), which half the files of an engine
+hold.  A finding needs more than words: a *source* (a tokenizer's `.decode(...)`
+call, a multimodal processor) and a *sink* (an encode, a rollout token field),
+each of which is a piece of syntax the interpreter recognises by name only.
+`facts(text)` reads those names once per text with `ast` (a parse and one walk)
+and each rule's `can_fire` asks whether every ingredient of a finding is there.
+
+Soundness: every check here is implied by what the rule's FlowSpec needs to
+report, for the options given (the hooks are only ever called with names,
+attributes, keywords, string keys and dotted callees taken from the module's
+syntax, so a name the module does not contain can never match).  Anything the
+gate cannot judge (a text `ast` refuses, an option of an unexpected shape)
+lets the file through.  tests/test_speed_invariants.py checks it on every rule
+example and on the whole corpus.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import Any, Iterable
+
+_PARSE_ERRORS = (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError)
+#: facts of the last few texts (Triage and the runner ask about the same text in turn)
+_CACHE: dict[str, "Facts | None"] = {}
+_CACHE_SIZE = 4
+
+
+def literal_runs(pattern: str) -> list[str]:
+    """The runs of literal characters of an fnmatch pattern (a `[...]` class is a wildcard)."""
+    plain = re.sub(r"\[[^\]]*\]", "*", pattern)
+    return [r for r in re.split(r"[*?]", plain) if r]
+
+
+class Call:
+    __slots__ = ("name", "receiver", "dotted")
+
+    def __init__(self, name: str | None, receiver: str | None, dotted: str | None):
+        self.name = name          # last name of the callee (dataflow's CallSite.name)
+        self.receiver = receiver  # dataflow.receiver_name: `self.tok.decode()` -> "tok"
+        self.dotted = dotted      # dataflow.dotted: "AutoProcessor.from_pretrained", "f().g"
+
+
+class Facts:
+    """Names and calls of one module, as the dataflow layer's hooks see them."""
+
+    def __init__(self, text: str, tree: ast.AST):
+        self.text = text
+        self.names: set[str] = set()       # identifiers: names, attributes, parameters, keywords, defs
+        self.strings: set[str] = set()     # string constants, and the pieces a dotted path makes of them
+        self.calls: list[Call] = []
+        self._annotations: list[ast.expr] = []
+        self._annotation_text: list[str] | None = None
+        names, strings, calls = self.names, self.strings, self.calls
+        for node in ast.walk(tree):
+            t = type(node)
+            if t is ast.Name:
+                names.add(node.id)  # type: ignore[attr-defined]
+            elif t is ast.Attribute:
+                names.add(node.attr)  # type: ignore[attr-defined]
+            elif t is ast.Call:
+                calls.append(_call(node))  # type: ignore[arg-type]
+            elif t is ast.Constant:
+                v = node.value  # type: ignore[attr-defined]
+                if isinstance(v, str):
+                    strings.add(v)
+            elif t is ast.keyword:
+                if node.arg:  # type: ignore[attr-defined]
+                    names.add(node.arg)  # type: ignore[attr-defined]
+            elif t is ast.arg:
+                names.add(node.arg)  # type: ignore[attr-defined]
+                if node.annotation is not None:  # type: ignore[attr-defined]
+                    self._annotations.append(node.annotation)  # type: ignore[attr-defined]
+            elif t in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
+                names.add(node.name)  # type: ignore[attr-defined]
+            elif t is ast.alias:
+                names.update(node.name.split("."))  # type: ignore[attr-defined]
+                if node.asname:  # type: ignore[attr-defined]
+                    names.add(node.asname)  # type: ignore[attr-defined]
+        # a string key becomes a path component: `x["a.b"]` -> "x.a.b" (dataflow.path_matches)
+        for s in list(strings):
+            if "." in s or '"' in s:
+                strings.update(s.replace('["', ".").replace('"]', "").split("."))
+
+    def words(self) -> set[str]:
+        return self.names | self.strings
+
+    def annotation_parts(self) -> list[str]:
+        """Each parameter annotation's parts as PA102's `param` hook splits its source text
+        (quotes stripped from the ends, split at blanks, `|`, `[`, `]` and `,`), plus each
+        part with its own quotes stripped: a superset of what the hook compares."""
+        if self._annotation_text is None:
+            out: list[str] = []
+            lines = _source_lines(self.text) if self._annotations else []
+            for ann in self._annotations:
+                code = _segment(lines, ann)
+                if code is None:
+                    out.append("\0unknown")
+                    continue
+                code = " ".join(code.split())
+                for variant in (code, code[:197] + "..." if len(code) > 200 else None):
+                    if variant is None:
+                        continue
+                    for part in variant.strip("\"'").replace("|", " ").replace("[", " ").replace(
+                            "]", " ").replace(",", " ").split():
+                        out.append(part)
+                        out.append(part.strip("\"'()"))
+            self._annotation_text = out
+        return self._annotation_text
+
+
+def _call(node: ast.Call) -> Call:
+    func = node.func
+    name = receiver = None
+    if isinstance(func, ast.Attribute):
+        name = func.attr
+        obj = func.value
+        if isinstance(obj, ast.Call):
+            obj = obj.func
+        if isinstance(obj, ast.Name):
+            receiver = obj.id
+        elif isinstance(obj, ast.Attribute):
+            receiver = obj.attr
+    elif isinstance(func, ast.Name):
+        name = func.id
+    return Call(name, receiver, _dotted(func))
+
+
+def _dotted(node: ast.expr) -> str | None:
+    """patchaudit.dataflow.dotted on an ast node."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value)
+        if base is None and isinstance(node.value, ast.Call):
+            inner = _dotted(node.value.func)
+            base = f"{inner}()" if inner else None
+        return f"{base}.{node.attr}" if base else None
+    return None
+
+
+def _source_lines(text: str) -> list[bytes]:
+    # ast numbers lines at \r\n, \r and \n, and counts columns in UTF-8 bytes
+    return [l.encode("utf-8") for l in re.split(r"(?<=\r\n)|(?<=\r)(?!\n)|(?<=\n)", text)]
+
+
+def _segment(lines: list[bytes], node: ast.expr) -> str | None:
+    try:
+        first, last = node.lineno - 1, node.end_lineno - 1  # type: ignore[operator]
+        if first == last:
+            raw = lines[first][node.col_offset:node.end_col_offset]
+        else:
+            raw = b"".join([lines[first][node.col_offset:], *lines[first + 1:last],
+                            lines[last][:node.end_col_offset]])
+        return raw.decode("utf-8")
+    except (TypeError, IndexError, UnicodeDecodeError):
+        return None
+
+
+def facts(text: str) -> Facts | None:
+    """The module's facts, or None when `ast` cannot read it (the gate then lets it through)."""
+    if text in _CACHE:
+        return _CACHE[text]
+    try:
+        got: Facts | None = Facts(text, ast.parse(text))
+    except _PARSE_ERRORS:
+        got = None
+    if len(_CACHE) >= _CACHE_SIZE:
+        _CACHE.pop(next(iter(_CACHE)))
+    _CACHE[text] = got
+    return got
+
+
+def some_word_may_match(words: set[str], patterns: list[str]) -> bool:
+    """Whether a dotted path made of `words` (names, attributes, string keys) could match one
+    of `patterns` the way dataflow.path_matches or matches compares them: a pattern without
+    wildcards is a dotted tail of the path, so each of its pieces is a component; otherwise
+    every piece of a literal run between dots lies inside one component."""
+    for p in patterns:
+        if not re.search(r"[*?\[]", p):
+            # no wildcard: the path's last components are the pattern's dot-pieces, exactly
+            if all(piece in words for piece in p.split(".") if piece):
+                return True
+            continue
+        pieces = [piece for run in literal_runs(p) for piece in run.split(".") if piece]
+        if not pieces:
+            return True
+        longest = max(pieces, key=len)
+        if any(longest in w for w in words):
+            return True
+    return False
+
+
+def string_lists(options: dict[str, Any], keys: Iterable[str]) -> bool:
+    return all(isinstance(options.get(k), list) and all(isinstance(v, str) for v in options[k]) for k in keys)
