@@ -93,7 +93,7 @@ class Triage:
     importing the rule, and one that passes is put to the rule's own filter;
     with other settings, only the rule's own filter decides."""
 
-    def __init__(self, metas: list, settings, engines: Any, tokenizer: Any):
+    def __init__(self, metas: list, settings, engines: Any, tokenizer: Any, defer: bool = False):
         from patchaudit.config import Settings
         from patchaudit.runner import _needs_met
 
@@ -113,6 +113,10 @@ class Triage:
         # rules judged from the other rules' results (PA001): they need the full rule
         # list wherever a suppression comment could be judged
         self.meta_rules = any(not m.kinds for m in metas)
+        # with worker processes, a rule's own filter (PA102/PA103 parse the file with `ast`)
+        # runs in the worker that would run the rule, not in this process, which would
+        # otherwise do it for every file one after the other
+        self.defer = defer
 
     def runnable(self, meta) -> bool:
         """Whether the rule can run at all in this run (its needs can be met).  A rule
@@ -129,11 +133,13 @@ class Triage:
             if self.static_ok[m.code]:
                 if not m.can_match_bytes(data):
                     continue   # cannot fire: decided without importing the rule
-                if not m.custom_filter:
+                if not m.custom_filter or self.defer:
                     return True
                 # `requires` (a sound over-approximation) let it through: the rule's own,
                 # finer filter decides (PA103 wants a *call* of a decode method), so a
                 # file it rejects is not shipped to a worker for nothing
+            if self.defer:
+                return True
             if text is None:
                 try:
                     text = data.decode("utf-8-sig")
@@ -187,7 +193,7 @@ def scan(files: list, settings, metas: list, engines: Any, tokenizer: Any, cache
     from patchaudit.runner import analyse_file
 
     jobs = jobs or settings.jobs or default_jobs()
-    triage = Triage(metas, settings, engines, tokenizer)
+    triage = Triage(metas, settings, engines, tokenizer, defer=jobs > 1)
     results: list[Any] = [None] * len(files)
     digests: list[bytes | None] = [None] * len(files)
     cached = [False] * len(files)
@@ -292,9 +298,12 @@ def scan(files: list, settings, metas: list, engines: Any, tokenizer: Any, cache
                 submit(i, src, data)
                 collect(False)
                 continue
+            if jobs == 1 or pool_broken:
+                run_here(i, src, data)   # no pool will start: now, while the pre-filter's facts are fresh
+                continue
             pending.append((i, src, data))
             pending_bytes += len(data) if data is not None else 0
-            if jobs > 1 and not pool_broken and pending_bytes >= POOL_MIN_BYTES and len(pending) >= 2:
+            if pending_bytes >= POOL_MIN_BYTES and len(pending) >= 2:
                 start_pool()
                 for task in pending:
                     submit(*task)
