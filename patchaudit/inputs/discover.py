@@ -70,44 +70,62 @@ def _spec_from_lines(lines: list[str]):
 
 
 class _Ignores:
-    """Hierarchical .gitignore matching with pathspec."""
+    """Hierarchical .gitignore matching with pathspec, on real (resolved) folder paths.
+
+    A folder's chain is the (folder, spec) pairs that judge the paths in it,
+    nearest first: its own .gitignore and its parents', up to the repository
+    top, a folder holding `.git` or the filesystem root.
+    """
 
     def __init__(self) -> None:
-        self._specs: dict[Path, object | None] = {}
-        # folder -> the (folder, spec) pairs that judge paths in it, nearest first
-        self._chains: dict[tuple[Path, Path], list[tuple[Path, object]]] = {}
+        self._specs: dict[str, object | None] = {}
+        self._chains: dict[tuple[str, str], list[tuple[str, object]]] = {}
 
-    def _spec(self, folder: Path):
-        if folder not in self._specs:
+    def spec(self, folder: str, listed: bool = True):
+        """The folder's .gitignore matcher, or None.  `listed` is False when the
+        caller has listed the folder and seen no `.gitignore` in it."""
+        try:
+            return self._specs[folder]
+        except KeyError:
+            pass
+        spec = None
+        gi = os.path.join(folder, ".gitignore")
+        try:
+            if listed and os.path.isfile(gi):
+                spec = _spec_from_lines(Path(gi).read_text(errors="replace").splitlines())
+        except (OSError, ValueError):
             spec = None
-            gi = folder / ".gitignore"
-            try:
-                if gi.is_file():
-                    import pathspec
+        self._specs[folder] = spec
+        return spec
 
-                    spec = _spec_from_lines(gi.read_text(errors="replace").splitlines())
-            except (OSError, ValueError):
-                spec = None
-            self._specs[folder] = spec
-        return self._specs[folder]
-
-    def _chain(self, folder: Path, top: Path) -> list[tuple[Path, object]]:
+    def chain(self, folder: str, top: str) -> list[tuple[str, object]]:
+        """The chain of a folder the walk has not listed (a scanned root, its parents)."""
         key = (folder, top)
         chain = self._chains.get(key)
         if chain is None:
-            spec = self._spec(folder)
+            spec = self.spec(folder)
             chain = [(folder, spec)] if spec is not None else []
-            if not (folder == top or (folder / ".git").exists() or folder.parent == folder):
-                chain = chain + self._chain(folder.parent, top)
+            parent = os.path.dirname(folder)
+            if not (folder == top or os.path.exists(os.path.join(folder, ".git")) or parent == folder):
+                chain = chain + self.chain(parent, top)
             self._chains[key] = chain
         return chain
 
-    def ignored(self, path: Path, is_dir: bool, top: Path) -> bool:
-        for folder, spec in self._chain(path.parent, top):
-            rel = path.relative_to(folder).as_posix() + ("/" if is_dir else "")
-            if spec.match_file(rel):  # type: ignore[attr-defined]
-                return True
-        return False
+
+def _matchers(folder: str, chain: list[tuple[str, object]]) -> list[tuple[str, object]]:
+    """(prefix, spec) pairs: `prefix + name` is the path of `folder`/name relative to
+    each .gitignore's folder, in '/' form, as `spec.match_file` wants it."""
+    out = []
+    for base, spec in chain:
+        if base == folder:
+            prefix = ""
+        else:
+            cut = len(base) if base.endswith(os.sep) else len(base) + 1
+            prefix = folder[cut:] + os.sep
+            if os.sep != "/":
+                prefix = prefix.replace(os.sep, "/")
+        out.append((prefix, spec))
+    return out
 
 
 def _repo_top(start: Path) -> Path:
@@ -120,22 +138,40 @@ def _repo_top(start: Path) -> Path:
         p = p.parent
 
 
+# How a walked folder's display path (see `_display`) relates to the cwd:
+_UNDER, _ABOVE, _ASIDE = 0, 1, 2  # the cwd or below it / a parent of the cwd / elsewhere
+
+
+def _place(path: str) -> tuple[int, str]:
+    """(where `path` is, its path relative to the cwd) as `os.path.relpath` sees it."""
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return _ASIDE, ""
+    if rel != os.pardir and not rel.startswith(os.pardir + os.sep):
+        return _UNDER, rel
+    if all(part == os.pardir for part in rel.split(os.sep)):
+        return _ABOVE, rel
+    return _ASIDE, rel
+
+
 def discover(paths: list[str], exclude: list[str] | None = None) -> tuple[list[SourceFile], list[FileError]]:
-    """The files to check, in a stable order, and the paths that could not be read."""
+    """The files to check, in a stable order, and the paths that could not be read.
+
+    Folders are walked depth-first, names sorted, a folder's files before its
+    subfolders (os.walk top-down with sorted names).  The walk works on strings:
+    each folder carries its path as given (for display), its real path (for
+    .gitignore matching and duplicates), where it lies from the cwd and its
+    .gitignore matchers, so that a file costs no stat and no path parsing.
+    """
     files: list[SourceFile] = []
     errors: list[FileError] = []
-    seen: set[Path] = set()
+    seen: set[str] = set()  # real paths
     exclude_spec = None
     if exclude:
         exclude_spec = _spec_from_lines(exclude)
     ignores = _Ignores()
-
-    def add(p: Path, kind: str, key: Path | None = None) -> None:
-        key = key or p.resolve()
-        if key in seen:
-            return
-        seen.add(key)
-        files.append(SourceFile(_display(p), kind))
+    sep = os.sep
 
     for raw in paths:
         p = Path(raw)
@@ -150,43 +186,129 @@ def discover(paths: list[str], exclude: list[str] | None = None) -> tuple[list[S
             if kind is None:
                 errors.append(FileError(raw, "not a file patchaudit reads (.patch/.diff, .py, shell, Dockerfile, YAML, .env)"))
                 continue
-            add(p, kind)
+            key = str(p.resolve())
+            if key not in seen:
+                seen.add(key)
+                files.append(SourceFile(_display(p), kind))
             continue
-        root = p.resolve()
-        top = _repo_top(root)
-        for dirpath, dirnames, filenames in os.walk(p, followlinks=False):
-            d = Path(dirpath)
-            dres = d.resolve()
-            keep = []
-            for name in sorted(dirnames):
-                sub = d / name
-                if name in SKIP_DIRS or (sub / "pyvenv.cfg").exists() or sub.is_symlink():
+        root = str(p.resolve())
+        top = str(_repo_top(Path(root)))
+        inside = root if root.endswith(sep) else root + sep  # a link must resolve below this
+        shown = str(p)
+        where, rel = _place(shown)
+        # (path as given, real path, where, relative path, chain of the parent folder or None for the root)
+        stack: list[tuple[str, str, int, str, list | None]] = [(shown, root, where, rel, None)]
+        while stack:
+            d, dres, where, drel, parent_chain = stack.pop()
+            try:
+                with os.scandir(d) as it:
+                    entries = list(it)
+            except OSError:
+                continue  # as os.walk: an unreadable folder is skipped
+            dirs = []
+            others = []
+            has_gitignore = has_git = False
+            for entry in entries:
+                try:
+                    is_dir = entry.is_dir()
+                except OSError:
+                    is_dir = False
+                (dirs if is_dir else others).append(entry)
+                name = entry.name
+                if name[0] == ".":
+                    # confirmed by a stat below, as a case-insensitive filesystem would have it
+                    low = name.lower()
+                    if low == ".gitignore":
+                        has_gitignore = True
+                    elif low == ".git":
+                        has_git = True
+            # the .gitignore chain of this folder, as matchers for its children
+            if parent_chain is None:
+                chain = ignores.chain(dres, top)
+            else:
+                spec = ignores.spec(dres, has_gitignore)
+                chain = [(dres, spec)] if spec is not None else []
+                if not (has_git and os.path.exists(os.path.join(dres, ".git"))):
+                    chain = chain + parent_chain
+            matchers = _matchers(dres, chain)
+            # str(Path(d) / name) is d_pre + name: d is in Path's normal form, "." only for a root
+            d_pre = "" if d == os.curdir else d if d.endswith(sep) else d + sep
+            dres_pre = dres if dres.endswith(sep) else dres + sep
+            if where == _UNDER:
+                prefix = "" if drel == os.curdir else drel + sep
+                # a relative path starting with ".." is shown as given (`_display`)
+                as_given = prefix.startswith(os.pardir)
+
+            subdirs = []
+            dirs.sort(key=_name)
+            for entry in dirs:
+                name = entry.name
+                if name in SKIP_DIRS or entry.is_symlink():
                     continue
-                if ignores.ignored(dres / name, True, top):
+                sub = d_pre + name
+                if os.path.exists(os.path.join(sub, "pyvenv.cfg")):
                     continue
-                if exclude_spec is not None and exclude_spec.match_file(_display(sub) + "/"):
+                ignored = False
+                for pre, spec in matchers:
+                    if spec.match_file(pre + name + "/"):  # type: ignore[attr-defined]
+                        ignored = True
+                        break
+                if ignored:
                     continue
-                keep.append(name)
-            dirnames[:] = keep
-            for name in sorted(filenames):
+                if where == _UNDER:
+                    sub_where, sub_rel = _UNDER, prefix + name
+                elif where == _ABOVE:
+                    sub_where, sub_rel = _place(sub)
+                else:
+                    sub_where, sub_rel = _ASIDE, ""
+                if exclude_spec is not None:
+                    shown = sub if sub_where == _ASIDE or sub_rel.startswith(os.pardir) else sub_rel
+                    if exclude_spec.match_file(shown + "/"):
+                        continue
+                subdirs.append((sub, dres_pre + name, sub_where, sub_rel, chain))
+
+            others.sort(key=_name)
+            for entry in others:
+                name = entry.name
                 kind = classify(name)
                 if kind is None:
                     continue
-                f = d / name
-                if f.is_symlink():
+                if entry.is_symlink():
                     try:
-                        real = f.resolve(strict=True)
+                        key = os.path.realpath(d_pre + name, strict=True)
                     except (OSError, RuntimeError):
                         continue
-                    if root not in real.parents:
+                    if not key.startswith(inside):
                         continue  # never follow a link out of the scanned tree
-                if ignores.ignored(dres / name, False, top):
+                else:
+                    # a file that is no symlink, in a resolved folder, is its own real path
+                    key = dres_pre + name
+                ignored = False
+                for pre, spec in matchers:
+                    if spec.match_file(pre + name):  # type: ignore[attr-defined]
+                        ignored = True
+                        break
+                if ignored:
                     continue
-                if exclude_spec is not None and exclude_spec.match_file(_display(f)):
+                if where == _UNDER:
+                    shown = d_pre + name if as_given or (not prefix and name.startswith(os.pardir)) \
+                        else prefix + name
+                elif where == _ABOVE:
+                    shown = _display(Path(d_pre + name))
+                else:
+                    shown = d_pre + name
+                if exclude_spec is not None and exclude_spec.match_file(shown):
                     continue
-                # a file that is no symlink, in a resolved folder, is its own real path
-                add(f, kind, None if f.is_symlink() else dres / name)
+                if key in seen:
+                    continue
+                seen.add(key)
+                files.append(SourceFile(shown, kind))
+            stack.extend(reversed(subdirs))
     return files, errors
+
+
+def _name(entry: os.DirEntry) -> str:
+    return entry.name
 
 
 def _looks_like_patch(p: Path) -> bool:
