@@ -109,6 +109,37 @@ class Rule(_VisitorBase):  # type: ignore[misc,valid-type]
     #: pre-filter in disjunctive normal form: the rule can only fire on a text
     #: that contains every string of at least one group.  () means "always".
     requires: ClassVar[tuple[tuple[str, ...], ...]] = ()
+    #: statement pruning (patchaudit/units/prune.py, docs/speed.md): when every rule
+    #: run on a Python unit is local, libcst parses the unit's text with every
+    #: statement that holds none of the rules' needles emptied (same lines and
+    #: columns).  A rule's needles on a text are the strings of its `requires`
+    #: groups that the text satisfies.  A rule may be local only if, on any unit:
+    #:
+    #: 1. it reports only on nodes inside a statement whose source text contains
+    #:    one of its needles.  "The statement" is the outermost statement that
+    #:    encloses the node and is not a `class`/`def`/`async def` (pruning
+    #:    descends into definitions and keeps only the body statements holding a
+    #:    needle); a node of a definition's header (decorators, name, parameters,
+    #:    bases) counts with the definition itself.  It never reports a
+    #:    `class`/`def` node as a whole: pruning shortens the body, so the end of
+    #:    its range moves;
+    #: 2. its judgement of such a node depends only on that statement (all of it,
+    #:    nested blocks included) and on the header lines (decorators, the
+    #:    `class`/`def` line(s) up to the colon) of the class and function
+    #:    definitions enclosing it: never on another statement of the module (a
+    #:    name bound elsewhere, an import, a sibling method, anything gathered in
+    #:    `visit_Module`/`leave_Module`).  What is not in the libcst tree stays
+    #:    whole: `self.unit.text`, the engine (`resolve_call` indexes the full
+    #:    text with `ast`), the options;
+    #: 3. the strings are matched in the *source text*: a rule that matches the
+    #:    value of a string literal (escapes decoded, implicit concatenation
+    #:    joined) can see its needle in a statement whose source does not hold
+    #:    it, and is not local.
+    #:
+    #: A rule without `requires` is never pruned for.  The findings with and
+    #: without pruning are compared on every example and the corpus
+    #: (tests/test_prune.py).
+    local: ClassVar[bool] = False
     #: default per-rule options (configurable under [tool.patchaudit.rules.CODE])
     options: ClassVar[dict[str, Any]] = {}
     VALID: ClassVar[list[Example]] = []

@@ -118,7 +118,7 @@ def run_python_rules(unit, rules: list[type[Rule]], settings: Settings, result: 
                                        info.line if info else None))
         return []
     try:
-        module = unit.parse()
+        module = _parse_unit(unit, active, cst)
     except cst.ParserSyntaxError as exc:
         if unit.mode == "file":
             result.errors.append(FileError(unit.path, f"cannot parse Python: {exc.message}", exc.raw_line))
@@ -141,6 +141,43 @@ def run_python_rules(unit, rules: list[type[Rule]], settings: Settings, result: 
             result.errors.append(FileError(unit.path, f"rule {inst.code} crashed: {inst.crash!r}"))
         out.extend(_to_findings(unit, type(inst), inst.reports))
     return out
+
+
+def _prune_needles(rules: list[type[Rule]], text: str) -> set[str] | None:
+    """The strings statement pruning keeps (`Rule.local`): for every rule, the strings
+    of its `requires` groups that `text` satisfies; None when a rule is not local or
+    has no such group (no `requires`, or its own `can_match` let the text through)."""
+    needles: set[str] = set()
+    for r in rules:
+        if not r.local:
+            return None
+        groups = [g for g in r.requires if all(s in text for s in g)]
+        if not groups:
+            return None
+        for g in groups:
+            needles.update(g)
+    return needles or None
+
+
+def _parse_unit(unit, rules: list[type[Rule]], cst) -> Any:
+    """`unit.parse()`, but when every rule is local, of the unit's text pruned to
+    the statements that can matter (patchaudit/units/prune.py): same lines, same
+    columns, so positions, `symbol_at` and line maps are those of the full text.
+    The module is kept where `unit.parse()` keeps it.  A pruned text libcst
+    refuses (never seen: a safety net) falls back to the full text, whose error
+    is the one to report."""
+    from patchaudit.units import prune as pruning
+
+    if getattr(unit, "_module", None) is None and pruning.ENABLED:
+        needles = _prune_needles(rules, unit.text)
+        if needles:
+            pruned = pruning.prune(unit.text, needles, tree=getattr(unit, "patched_tree", None))
+            if pruned is not None:
+                try:
+                    unit._module = cst.parse_module(pruned)
+                except (cst.ParserSyntaxError, RecursionError):
+                    unit._module = None
+    return unit.parse()
 
 
 def _to_findings(unit, rule: type[Rule], reports: Iterable[Report]) -> list[Finding]:

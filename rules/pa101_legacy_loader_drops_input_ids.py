@@ -66,6 +66,8 @@ class LegacyLoaderDropsInputIds(Rule):
     severity = Severity.ERROR
     kinds = frozenset({PYTHON})
     requires = ((LOADER,),)
+    #: a call and the names of the classes around it (`Rule.local`)
+    local = True
     METADATA_DEPENDENCIES = (PositionProvider,)
 
     VALID = [

@@ -88,6 +88,12 @@ class RetokenizeGuardDisabled(Rule):
     severity = Severity.ERROR
     kinds = frozenset({PYTHON, TEXT})
     requires = ((VAR,),)
+    #: not local (`Rule.local`): the Python side matches the *value* of string literals
+    #: (`string_value` joins implicit concatenations and decodes escapes), so
+    #: `os.environ["SGLANG_MM_AVOID_" "RETOKENIZE"] = "0"` sets the guard in a
+    #: statement whose source does not hold the variable's name; pruning would drop
+    #: it whenever the name appears elsewhere in the file
+    local = False
     METADATA_DEPENDENCIES = (PositionProvider,)
 
     VALID = [
