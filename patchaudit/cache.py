@@ -210,6 +210,10 @@ class ResultCache:
     def _load(self) -> None:
         self.entries, self._loaded_mtime = self._read()
 
+    def cold(self) -> bool:
+        """No result of this run key is stored yet."""
+        return not self.entries
+
     def get(self, path: str, kind: str, content_digest: bytes):
         hit = self.entries.get((path, kind))
         if hit is not None and hit[0] == content_digest:

@@ -36,6 +36,8 @@ from typing import Any
 POOL_MIN_BYTES = 256 * 1024
 #: tasks in flight per worker
 WINDOW = 4
+#: a cold scan of at least this many files forks its workers before reading anything
+EAGER_MIN_FILES = 200
 #: what the last scan did (for tests and --verbose style reports; no timings)
 LAST_SCAN: dict[str, Any] = {}
 
@@ -264,17 +266,36 @@ def scan(files: list, settings, metas: list, engines: Any, tokenizer: Any, cache
         fut.task = (i, src, data)  # type: ignore[attr-defined]
         futures.add(fut)
 
-    def start_pool() -> None:
+    def start_pool(eager: bool = False) -> None:
         nonlocal pool
         from concurrent.futures import ProcessPoolExecutor
 
-        rule_classes()   # import the rule modules (and libcst) once, before forking
+        if not eager:
+            rule_classes()   # import the rule modules (and libcst) once, before forking
         LAST_SCAN["pool"] = True
         pool = ProcessPoolExecutor(max_workers=jobs, mp_context=_mp_context(), initializer=_worker_init,
                                    initargs=(settings, [m.code for m in metas if triage.runnable(m)]))
+        if eager:
+            # fork the workers now (a first task starts them all): they import libcst and
+            # the rules on the other cores while this process reads and pre-filters
+            pool.submit(int)
+            LAST_SCAN["eager"] = True
+
+    def stop_idle_pool() -> None:
+        """An eagerly started pool that got no file: its workers may still be importing
+        libcst; nothing waits for that."""
+        procs = getattr(pool, "_processes", None) or {}
+        for proc in list(procs.values()):
+            try:
+                proc.terminate()
+            except Exception:   # pragma: no cover - already gone
+                pass
 
     LAST_SCAN.clear()
-    LAST_SCAN.update(pool=False, jobs=jobs, heavy=0, light=0, cached=0)
+    LAST_SCAN.update(pool=False, eager=False, jobs=jobs, heavy=0, light=0, cached=0)
+    if _eager_pool(files, jobs, cache, triage, metas):
+        start_pool(eager=True)
+    submitted = False
     try:
         for i, src in enumerate(files):
             data = _read(src.path, settings)
@@ -295,6 +316,7 @@ def scan(files: list, settings, metas: list, engines: Any, tokenizer: Any, cache
             LAST_SCAN["heavy"] += 1
             # heavy (or unreadable: analyse_file reports why)
             if pool is not None:
+                submitted = True
                 submit(i, src, data)
                 collect(False)
                 continue
@@ -304,6 +326,7 @@ def scan(files: list, settings, metas: list, engines: Any, tokenizer: Any, cache
             pending.append((i, src, data))
             pending_bytes += len(data) if data is not None else 0
             if pending_bytes >= POOL_MIN_BYTES and len(pending) >= 2:
+                submitted = True
                 start_pool()
                 for task in pending:
                     submit(*task)
@@ -315,8 +338,23 @@ def scan(files: list, settings, metas: list, engines: Any, tokenizer: Any, cache
             collect(True)
     finally:
         if pool is not None:
+            if not submitted:
+                stop_idle_pool()
             pool.shutdown(wait=True, cancel_futures=True)
     return [(results[i], cached[i]) for i in range(len(files))]
+
+
+def _eager_pool(files: list, jobs: int, cache, triage: Triage, metas: list) -> bool:
+    """Whether to fork the workers before reading: a cold scan of a large tree with
+    forked workers (they cost ~10 ms to start; importing libcst costs 0.1 s, which they
+    then do while this process reads) and rules that parse.  A warm cache, a pre-commit
+    run's few files or a platform that spawns workers (a new interpreter each) wait for
+    heavy work as before."""
+    if jobs < 2 or len(files) < EAGER_MIN_FILES or _mp_context().get_start_method() != "fork":
+        return False
+    if cache is not None and not cache.cold():
+        return False
+    return any(triage.runnable(m) and ("python" in m.kinds or "patch" in m.kinds) for m in metas)
 
 
 def _digest(data: bytes) -> bytes:

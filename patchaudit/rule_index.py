@@ -565,33 +565,63 @@ def _imported_metas(modname: str) -> list[RuleMeta]:
 _INDEX: dict[str, RuleMeta] | None = None
 
 
+def user_cache_dir() -> str | None:
+    """The per-user folder for what depends on the installed patchaudit alone (the rule
+    index), as black keeps its cache: `$XDG_CACHE_HOME/patchaudit/<version>`, else
+    `~/.cache/patchaudit/<version>`; None without a home."""
+    from patchaudit import __version__
+
+    base = os.environ.get("XDG_CACHE_HOME") or ""
+    if not os.path.isabs(base):
+        home = os.path.expanduser("~")
+        if home == "~" or not os.path.isabs(home):
+            return None
+        base = os.path.join(home, ".cache")
+    return os.path.join(base, "patchaudit", __version__)
+
+
 def rule_index(cache_root: str | None = None) -> dict[str, RuleMeta]:
-    """Every rule of the pack, by code: from memory, the disk cache or the sources."""
+    """Every rule of the pack, by code: from memory, a disk cache or the sources.
+
+    The index depends only on the rule pack's sources (their stamp is its key), not
+    on the tree being checked, so it is kept in the user's cache folder as well as
+    in the run's `.patchaudit_cache/`: a scan of a tree never checked before does
+    not read the rule sources again."""
     global _INDEX
     if _INDEX is not None:
         return _INDEX
-    stamp = None
-    path = None
-    if cache_root is not None:
-        stamp = (sys.version_info[:2], source_stamp())
-        path = os.path.join(cache_root, "rule-index.pickle")
+    if cache_root is None:
+        _INDEX = build_index()
+        return _INDEX
+    stamp = (sys.version_info[:2], source_stamp())
+    paths = [os.path.join(d, "rule-index.pickle") for d in (cache_root, user_cache_dir()) if d]
+    missing = []   # paths without this index: absent, stale or unreadable
+    for path in paths:
+        if _INDEX is not None:
+            if not os.path.exists(path):
+                missing.append(path)
+            continue
         try:
             with open(path, "rb") as fh:
                 saved_stamp, saved = pickle.load(fh)
             if saved_stamp == stamp:
                 _INDEX = saved
-                return saved
+                continue
         except Exception:
             pass
-    _INDEX = build_index()
-    if path is not None:
-        try:
-            from patchaudit.cache import atomic_write
+        missing.append(path)
+    if _INDEX is None:
+        _INDEX = build_index()
+    if missing:
+        from patchaudit.cache import atomic_write
 
-            os.makedirs(cache_root, exist_ok=True)
-            atomic_write(path, pickle.dumps((stamp, _INDEX), protocol=pickle.HIGHEST_PROTOCOL))
-        except OSError:
-            pass
+        data = pickle.dumps((stamp, _INDEX), protocol=pickle.HIGHEST_PROTOCOL)
+        for path in missing:
+            try:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                atomic_write(path, data)
+            except OSError:
+                pass
     return _INDEX
 
 

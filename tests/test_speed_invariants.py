@@ -269,6 +269,30 @@ def test_findings_same_with_cache_and_jobs(tmp_path, monkeypatch):
     assert gi.read_text().strip().endswith("*")
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the pool forks on Linux only")
+def test_eager_pool_for_cold_large_scans(tmp_path, monkeypatch):
+    """A cold scan of many files forks its workers before reading: same findings; a warm
+    one does not; an eager pool that gets no file is stopped without waiting for it."""
+    root = _tree(tmp_path / "tree")
+    serial = _run(root, monkeypatch, jobs=1, cache=False)
+    monkeypatch.setattr(parallel, "EAGER_MIN_FILES", 2)
+    eager = _run(root, monkeypatch, jobs=2, cache=True)
+    assert parallel.LAST_SCAN["eager"] and parallel.LAST_SCAN["heavy"]
+    _same(serial, eager)
+    warm = _run(root, monkeypatch, jobs=2, cache=True)
+    assert not parallel.LAST_SCAN["eager"] and not parallel.LAST_SCAN["pool"]
+    _same(serial, warm)
+    # nothing heavy (no file holds a rule's string): the idle workers are stopped
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    for k in range(3):
+        (plain / f"m{k}.py").write_text(f"x = {k}\n")
+    monkeypatch.chdir(plain)
+    idle = run_check(["."], Settings(select=["ALL"], jobs=2, cache=False))
+    assert parallel.LAST_SCAN["eager"] and not parallel.LAST_SCAN["heavy"]
+    assert idle.files == 3 and not idle.findings and not idle.errors
+
+
 def _dying_worker(i, src, data):   # a worker process that crashes hard (a segfault, OOM kill)
     os._exit(3)
 
@@ -438,3 +462,32 @@ def test_module_only_visit_is_a_full_visit(monkeypatch):
     full = run_check(paths, Settings(select=["ALL"], cache=False, jobs=1))
     assert _keys(fast.findings) == _keys(full.findings)
     assert _errors(fast.errors) == _errors(full.errors)
+
+
+def test_rule_index_is_kept_per_user_and_renewed_when_stale(tmp_path, monkeypatch):
+    """A tree never checked before reads the rule index from the user's cache folder
+    (it depends on the rule sources only); a stale or corrupt copy is rebuilt and rewritten."""
+    import patchaudit.rule_index as ri
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    user = ri.user_cache_dir()
+    assert user is not None and user.startswith(str(tmp_path / "xdg"))
+    monkeypatch.setattr(ri, "_INDEX", None)
+    first = ri.rule_index(str(tmp_path / "tree1"))
+    assert (tmp_path / "tree1" / "rule-index.pickle").exists()
+    assert os.path.exists(os.path.join(user, "rule-index.pickle"))
+
+    built = []
+    monkeypatch.setattr(ri, "build_index", lambda: built.append(1) or {})
+    monkeypatch.setattr(ri, "_INDEX", None)
+    assert ri.rule_index(str(tmp_path / "tree2")) == first    # from the user's folder, not rebuilt
+    assert not built and (tmp_path / "tree2" / "rule-index.pickle").exists()
+
+    with open(os.path.join(user, "rule-index.pickle"), "wb") as fh:   # stale
+        pickle.dump(((0, 0), {}), fh)
+    (tmp_path / "tree3").mkdir()
+    (tmp_path / "tree3" / "rule-index.pickle").write_bytes(b"garbage")
+    monkeypatch.setattr(ri, "_INDEX", None)
+    assert ri.rule_index(str(tmp_path / "tree3")) == {} and built == [1]
+    with open(os.path.join(user, "rule-index.pickle"), "rb") as fh:
+        assert pickle.load(fh)[0] != (0, 0)                           # rewritten
