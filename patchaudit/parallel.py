@@ -126,6 +126,12 @@ class Triage:
         imported: analyse_file would skip it on every unit anyway."""
         return meta.code in self.runnable_codes
 
+    def candidates(self, kind: str, data: bytes) -> list:
+        """The runnable rules of a file's kind whose byte filter the file passes (a rule
+        whose own filter follows non-default settings is always a candidate)."""
+        unit_kind = "python" if kind == "python" else "text"
+        return [m for m in self.by_kind[unit_kind] if not self.static_ok[m.code] or m.can_match_bytes(data)]
+
     def heavy(self, kind: str, data: bytes) -> bool:
         if kind == "patch":
             return True   # fragment and exact units are built from the patch: always run the rules
@@ -207,6 +213,16 @@ def scan(files: list, settings, metas: list, engines: Any, tokenizer: Any, cache
             classes = [m.load() for m in metas if triage.runnable(m)]
         return classes
 
+    def rule_classes_for(kind: str, data: bytes | None) -> list:
+        """The rules that can fire on this file, each imported when first needed: a
+        pre-commit run over a few .py files imports neither the patch rules nor a rule
+        whose strings the files lack.  Dropping the others changes nothing (analyse_file
+        would skip them on their `requires` or kind).  Patches and unreadable files run
+        every rule, and so does a run with a rule judged from the others (PA001)."""
+        if classes is not None or kind == "patch" or data is None or triage.meta_rules:
+            return rule_classes()
+        return [m.load() for m in triage.candidates(kind, data)]
+
     pending: list[tuple[int, Any, bytes | None]] = []   # heavy files not yet handed out
     pending_bytes = 0
     pool = None
@@ -222,7 +238,7 @@ def scan(files: list, settings, metas: list, engines: Any, tokenizer: Any, cache
             on_done()
 
     def run_here(i: int, src, data) -> None:
-        finish(i, analyse_file(src, settings, rule_classes(), engines, tokenizer, data=data))
+        finish(i, analyse_file(src, settings, rule_classes_for(src.kind, data), engines, tokenizer, data=data))
 
     def collect(wait_for_one: bool) -> None:
         nonlocal pool

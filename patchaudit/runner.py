@@ -117,8 +117,22 @@ def run_python_rules(unit, rules: list[type[Rule]], settings: Settings, result: 
                                                   f"limit of {settings.max_nesting} (max-nesting); not analysed",
                                        info.line if info else None))
         return []
+    # local rules (Rule.local) run on the unit pruned to their statements, the others on
+    # the whole unit; a rule that only reads the module (the dataflow rules) then no
+    # longer makes PA101's visit_Call walk every node of the file
+    local = [r for r in active if _prune_needles([r], unit.text)]
+    rest = [r for r in active if r not in local]
     try:
-        module = _parse_unit(unit, active, cst)
+        full = unit.parse() if rest else None
+        batches = []
+        if local:
+            pruned = _parse_unit(unit, local, cst, keep=not rest)
+            if pruned is full:   # nothing pruned: one pass for all
+                rest = rest + local
+            else:
+                batches.append((pruned, local))
+        if rest:
+            batches.insert(0, (full, rest))
     except cst.ParserSyntaxError as exc:
         if unit.mode == "file":
             result.errors.append(FileError(unit.path, f"cannot parse Python: {exc.message}", exc.raw_line))
@@ -127,26 +141,32 @@ def run_python_rules(unit, rules: list[type[Rule]], settings: Settings, result: 
         result.errors.append(FileError(unit.path, "Python nested too deeply to parse (recursion limit)"))
         return []
     result.parsed += 1
-    instances = [r(unit, _context_for(r, settings, engine, tokenizer)) for r in active]
-    # one batched pass for all rules; positions only if a rule reports (lazy_metadata.py)
-    wrapper = metadata_wrapper(module)
-    try:
-        visit_rules(wrapper, instances)
-    except RecursionError:
-        result.errors.append(FileError(unit.path, "Python nested too deeply to analyse (recursion limit)"))
-        return []
     out: list[Finding] = []
-    for inst in instances:
-        if inst.crash is not None:
-            result.errors.append(FileError(unit.path, f"rule {inst.code} crashed: {inst.crash!r}"))
-        out.extend(_to_findings(unit, type(inst), inst.reports))
+    for module, batch in batches:
+        instances = [r(unit, _context_for(r, settings, engine, tokenizer)) for r in batch]
+        # one batched pass for the batch's rules; positions only if a rule reports (lazy_metadata.py)
+        wrapper = metadata_wrapper(module)
+        try:
+            visit_rules(wrapper, instances)
+        except RecursionError:
+            result.errors.append(FileError(unit.path, "Python nested too deeply to analyse (recursion limit)"))
+            return []
+        for inst in instances:
+            if inst.crash is not None:
+                result.errors.append(FileError(unit.path, f"rule {inst.code} crashed: {inst.crash!r}"))
+            out.extend(_to_findings(unit, type(inst), inst.reports))
     return out
 
 
 def _prune_needles(rules: list[type[Rule]], text: str) -> set[str] | None:
     """The strings statement pruning keeps (`Rule.local`): for every rule, the strings
     of its `requires` groups that `text` satisfies; None when a rule is not local or
-    has no such group (no `requires`, or its own `can_match` let the text through)."""
+    has no such group (no `requires`, or its own `can_match` let the text through),
+    or when pruning is switched off."""
+    from patchaudit.units import prune as pruning
+
+    if not pruning.ENABLED:
+        return None
     needles: set[str] = set()
     for r in rules:
         if not r.local:
@@ -159,24 +179,28 @@ def _prune_needles(rules: list[type[Rule]], text: str) -> set[str] | None:
     return needles or None
 
 
-def _parse_unit(unit, rules: list[type[Rule]], cst) -> Any:
-    """`unit.parse()`, but when every rule is local, of the unit's text pruned to
-    the statements that can matter (patchaudit/units/prune.py): same lines, same
-    columns, so positions, `symbol_at` and line maps are those of the full text.
-    The module is kept where `unit.parse()` keeps it.  A pruned text libcst
-    refuses (never seen: a safety net) falls back to the full text, whose error
-    is the one to report."""
+def _parse_unit(unit, rules: list[type[Rule]], cst, keep: bool = True) -> Any:
+    """The module local `rules` run on: the unit's text pruned to the statements that
+    can matter (patchaudit/units/prune.py), with the same lines and columns, so
+    positions, `symbol_at` and line maps are those of the full text.  With `keep`
+    (no other rule parses the whole unit) the module is kept where `unit.parse()`
+    keeps it.  Without a pruned text (nothing to gain, or one libcst refuses: never
+    seen, a safety net) it is the whole unit, whose error is the one to report."""
     from patchaudit.units import prune as pruning
 
-    if getattr(unit, "_module", None) is None and pruning.ENABLED:
+    if not keep or getattr(unit, "_module", None) is None:
         needles = _prune_needles(rules, unit.text)
         if needles:
             pruned = pruning.prune(unit.text, needles, tree=getattr(unit, "patched_tree", None))
             if pruned is not None:
                 try:
-                    unit._module = cst.parse_module(pruned)
+                    module = cst.parse_module(pruned)
                 except (cst.ParserSyntaxError, RecursionError):
-                    unit._module = None
+                    module = None
+                if module is not None:
+                    if keep:
+                        unit._module = module
+                    return module
     return unit.parse()
 
 

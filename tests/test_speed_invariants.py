@@ -60,6 +60,8 @@ def no_prefilter(monkeypatch):
     def disable():
         monkeypatch.setattr(parallel.Triage, "heavy", lambda self, kind, data: True)
         monkeypatch.setattr(parallel.Triage, "runnable", lambda self, meta: True)   # every selected class
+        monkeypatch.setattr(parallel.Triage, "candidates", lambda self, kind, data: [
+            m for m in self.by_kind["python" if kind == "python" else "text"]])     # no byte filter
         for rule in all_rules().values():
             monkeypatch.setattr(rule, "can_match", classmethod(lambda cls, text, settings=None: True))
 
@@ -491,3 +493,30 @@ def test_rule_index_is_kept_per_user_and_renewed_when_stale(tmp_path, monkeypatc
     assert ri.rule_index(str(tmp_path / "tree3")) == {} and built == [1]
     with open(os.path.join(user, "rule-index.pickle"), "rb") as fh:
         assert pickle.load(fh)[0] != (0, 0)                           # rewritten
+
+
+def test_rule_visitors_are_libcsts():
+    """Rule.get_visitors reads each class's visitor methods once; the set is what libcst's
+    own BatchableCSTVisitor.get_visitors finds on an instance, for every rule."""
+    from libcst import BatchableCSTVisitor
+
+    for code, rule in all_rules().items():
+        inst = rule(None, None)
+        assert set(inst.get_visitors()) == set(BatchableCSTVisitor.get_visitors(inst)), code
+
+
+def test_pre_parse_with_ast_is_silent_and_shared():
+    """The rules' second pre-filter and statement pruning share one `ast.parse` per text,
+    and its warnings (an invalid escape is a SyntaxWarning since Python 3.12) never reach
+    the user."""
+    import warnings
+
+    from patchaudit.rules.pa103_decode_retokenize import DecodeRetokenize
+    from patchaudit.units import pyast
+
+    text = 'P = "\\d+"\ntext = tok.decode(ids)\nids = tok.encode(text)\n'
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert DecodeRetokenize.can_match(text)
+        assert pyast.parse(text) is pyast.parse(text)
+    assert pyast.parse("def f(:\n") is None
