@@ -25,7 +25,8 @@ import ast
 import re
 from typing import Any, Iterable
 
-_PARSE_ERRORS = (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError)
+from patchaudit.units import pyast
+
 #: facts of the last few texts (Triage and the runner ask about the same text in turn)
 _CACHE: dict[str, "Facts | None"] = {}
 _CACHE_SIZE = 4
@@ -166,9 +167,10 @@ def facts(text: str) -> Facts | None:
     """The module's facts, or None when `ast` cannot read it (the gate then lets it through)."""
     if text in _CACHE:
         return _CACHE[text]
+    tree = pyast.parse(text)
     try:
-        got: Facts | None = Facts(text, ast.parse(text))
-    except _PARSE_ERRORS:
+        got: Facts | None = Facts(text, tree) if tree is not None else None
+    except RecursionError:
         got = None
     if len(_CACHE) >= _CACHE_SIZE:
         _CACHE.pop(next(iter(_CACHE)))

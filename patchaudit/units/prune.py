@@ -34,9 +34,10 @@ from __future__ import annotations
 
 import ast
 import re
-import warnings
 from bisect import bisect_right
 from typing import Iterable
+
+from patchaudit.units import pyast
 
 #: the runner prunes only while this is True (tests switch it off to compare findings)
 ENABLED = True
@@ -53,15 +54,6 @@ _DEFS = (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
 def split_lines(text: str) -> list[str]:
     """`text`'s physical lines, each with its own line ending ("" lines never)."""
     return _LINE.findall(text)
-
-
-def _parse(text: str) -> ast.Module | None:
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")       # invalid escapes and the like: not our business
-            return ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
 
 
 class _Pruner:
@@ -186,7 +178,7 @@ def prune(text: str, needles: Iterable[str], tree: ast.Module | None = None) -> 
     if not at:
         return None
     if tree is None:
-        tree = _parse(text)
+        tree = pyast.parse(text)
     if tree is None:
         return None
     pruner = _Pruner(lines, at)
@@ -207,6 +199,6 @@ def prune(text: str, needles: Iterable[str], tree: ast.Module | None = None) -> 
     if kept_chars > (1 - MIN_SAVING) * len(text):
         return None
     pruned = "".join(out)
-    if _parse(pruned) is None:   # safety net: never hand libcst a text we broke
+    if pyast.parse_uncached(pruned) is None:   # safety net: never hand libcst a text we broke
         return None
     return pruned
