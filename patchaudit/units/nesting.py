@@ -55,7 +55,9 @@ _TOKEN = re.compile(
     """,
     re.X,
 )
-_WORD = re.compile(r"[A-Za-z_\u0080-\U0010ffff][\w\u0080-\U0010ffff]*")
+# (an identifier: ASCII letters and `_`, or any character past ASCII; written with a
+# negated class, which compiles in microseconds where the range takes milliseconds)
+_WORD = re.compile(r"(?:[A-Za-z_]|[^\x00-\x7f])(?:\w|[^\x00-\x7f])*")
 _CHAIN_WORDS = frozenset({"not", "and", "or", "if", "else", "lambda", "await"})
 _FPREFIX = re.compile(r"(?<![\w])(?:[fFtT][rR]?|[rR][fFtT])\Z")
 _SPREFIX = re.compile(r"(?<![\w])(?:[rRbBuU]{1,2})\Z")
