@@ -1,3 +1,3 @@
-from patchaudit.cli import main
+from patchaudit.cli import run
 
-main()
+run()

@@ -43,5 +43,36 @@ def main() -> None:
     rollout code that talks to them (token-in, token-out)."""
 
 
+def run() -> None:
+    """The console script: `main`, then a hard exit.
+
+    Once the output is written and flushed, tearing the interpreter down (freeing
+    every parsed tree, cached result and libcst class one by one) only delays the
+    exit a pre-commit hook waits for, so the process ends there, as mypy does
+    (`mypy.util.hard_exit`).  Nothing is left to run: the worker pool is shut down,
+    the cache written, and files are closed by the commands themselves."""
+    import os
+    import sys
+    import threading
+
+    try:
+        main()
+    except SystemExit as exc:
+        code = exc.code
+    else:  # pragma: no cover - click always exits
+        code = 0
+    if isinstance(code, str):
+        sys.stderr.write(code + "\n")
+        code = 1
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):   # a closed pipe (`patchaudit check . | head`)
+        code = code or 1
+    if threading.active_count() > 1:   # pragma: no cover - never expected: exit the normal way
+        sys.exit(code)
+    os._exit(code if isinstance(code, int) else 0 if code is None else 1)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    main()
+    run()
