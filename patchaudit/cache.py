@@ -3,7 +3,10 @@
 `runner.analyse_file` is a pure function of a file's path, kind and content
 and of the run's settings, so its result can be reused whenever those are
 unchanged.  The cache keeps one store per *run key* and, inside it, one entry
-per file: `(path, kind) -> (content digest, FileResult)`.
+per file: `(path, kind) -> (content digest, FileResult)`.  A store is a folder
+of `SHARDS` pickles; an entry lives in the one its path hashes to, and a run
+reads only the shards of the files it looks up (one, for a one-file pre-commit
+run in a large tree) and writes only those it changed.
 
 The run key covers everything else a result depends on:
 - the patchaudit version and the Python version;
@@ -33,14 +36,18 @@ import dataclasses
 import hashlib
 import os
 import pickle
+import shutil
 import sys
 import tempfile
+import zlib
 from pathlib import Path
 from typing import Any, Iterable
 
 CACHE_DIR_NAME = ".patchaudit_cache"
 #: keep at most this many stores (run keys) per patchaudit version
 MAX_STORES = 16
+#: pickles per store (a file's result lives in the one its path hashes to)
+SHARDS = 64
 #: Settings fields that do not change a file's result
 _NOT_IN_KEY = {"jobs", "cache", "cache_dir", "config_path", "select", "ignore", "extend_select"}
 
@@ -173,18 +180,25 @@ def run_key(settings, codes: Iterable[str]) -> str:
 
 
 class ResultCache:
-    """One store of per-file results, loaded once and saved once per run."""
+    """One store of per-file results: a folder of `SHARDS` pickles, each loaded when a
+    file of it is first looked up and written back once per run if it changed.
+
+    A pre-commit run over one file of a large tree reads and writes one shard (a few
+    dozen entries), not the results of every file of the tree."""
 
     def __init__(self, root: Path, key: str):
         from patchaudit import __version__
 
         self.root = root
         self.folder = root / __version__
-        self.path = self.folder / f"{key}.pickle"
-        self.entries: dict[tuple[str, str], tuple[bytes, Any]] = {}
-        self.new: dict[tuple[str, str], tuple[bytes, Any]] = {}
-        self._loaded_mtime: int | None = None
-        self._load()
+        self.store = self.folder / key
+        self._shards: dict[int, dict[tuple[str, str], tuple[bytes, Any]]] = {}
+        self._mtimes: dict[int, int | None] = {}
+        self.new: dict[int, dict[tuple[str, str], tuple[bytes, Any]]] = {}
+        try:
+            self._cold = not any(n.endswith(".pickle") for n in os.listdir(self.store))
+        except OSError:
+            self._cold = True
 
     @classmethod
     def for_run(cls, settings, codes: Iterable[str]) -> "ResultCache | None":
@@ -196,58 +210,78 @@ class ResultCache:
             return None
         return cls(root, run_key(settings, codes))
 
-    def _read(self) -> tuple[dict, int | None]:
+    @staticmethod
+    def _shard(path: str, kind: str) -> int:
+        return zlib.crc32(f"{kind}\0{path}".encode("utf-8", "surrogateescape")) % SHARDS
+
+    def _file(self, n: int) -> Path:
+        return self.store / f"{n:02x}.pickle"
+
+    def _read(self, n: int) -> tuple[dict, int | None]:
         try:
-            with open(self.path, "rb") as fh:
+            with open(self._file(n), "rb") as fh:
                 mtime = os.fstat(fh.fileno()).st_mtime_ns
                 data = pickle.load(fh)
             if isinstance(data, dict):
                 return data, mtime
-        except Exception:  # missing, truncated or from another version: a cold cache
+        except Exception:  # missing, truncated or from another version: a cold shard
             pass
         return {}, None
 
-    def _load(self) -> None:
-        self.entries, self._loaded_mtime = self._read()
+    def _entries(self, n: int) -> dict:
+        if n not in self._shards:
+            if self._cold:
+                self._shards[n], self._mtimes[n] = {}, None
+            else:
+                self._shards[n], self._mtimes[n] = self._read(n)
+        return self._shards[n]
 
     def cold(self) -> bool:
         """No result of this run key is stored yet."""
-        return not self.entries
+        return self._cold
 
     def get(self, path: str, kind: str, content_digest: bytes):
-        hit = self.entries.get((path, kind))
+        hit = self._entries(self._shard(path, kind)).get((path, kind))
         if hit is not None and hit[0] == content_digest:
             return hit[1]
         return None
 
     def put(self, path: str, kind: str, content_digest: bytes, result: Any) -> None:
-        self.new[(path, kind)] = (content_digest, result)
+        self.new.setdefault(self._shard(path, kind), {})[(path, kind)] = (content_digest, result)
 
     def save(self) -> None:
         if not self.new:
             return
         try:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            entries = self.entries
-            try:
-                mtime = os.stat(self.path).st_mtime_ns
-            except OSError:
-                mtime = None
-            if mtime != self._loaded_mtime:
-                entries, _ = self._read()   # another run wrote meanwhile: merge with it
-            entries = dict(entries)
-            entries.update(self.new)
-            atomic_write(str(self.path), pickle.dumps(entries, protocol=pickle.HIGHEST_PROTOCOL))
-            self.entries, self.new = entries, {}
+            self.store.mkdir(parents=True, exist_ok=True)
+            for n, new in sorted(self.new.items()):
+                entries = self._shards.get(n, {})
+                try:
+                    mtime = os.stat(self._file(n)).st_mtime_ns
+                except OSError:
+                    mtime = None
+                if mtime != self._mtimes.get(n):
+                    entries, _ = self._read(n)   # another run wrote meanwhile: merge with it
+                entries = dict(entries)
+                entries.update(new)
+                atomic_write(str(self._file(n)), pickle.dumps(entries, protocol=pickle.HIGHEST_PROTOCOL))
+                self._shards[n] = entries
+                self._mtimes[n] = os.stat(self._file(n)).st_mtime_ns
+            self.new = {}
+            self._cold = False
+            os.utime(self.store)   # the store's age, for _prune: its last write
             self._prune()
         except OSError:
             pass
 
     def _prune(self) -> None:
         try:
-            stores = sorted((p for p in self.folder.glob("*.pickle") if len(p.stem) == 32),  # not rule-index
+            stores = sorted((p for p in self.folder.iterdir() if p.is_dir() and len(p.name) == 32),
                             key=lambda p: p.stat().st_mtime_ns, reverse=True)
             for old in stores[MAX_STORES:]:
-                old.unlink()
+                shutil.rmtree(old, ignore_errors=True)
+            for old in self.folder.glob("*.pickle"):   # a single-file store of an earlier release
+                if len(old.stem) == 32:
+                    old.unlink()
         except OSError:
             pass

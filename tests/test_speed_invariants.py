@@ -370,11 +370,50 @@ def test_cache_keeps_few_stores_and_the_rule_index(tmp_path, monkeypatch):
     for select in (["PA101"], ["PA104"], ["PA1"], ["ALL"]):
         run_check(["a.py"], Settings(select=select, jobs=1))
     folder = [p for p in (tmp_path / ".patchaudit_cache").iterdir() if p.is_dir()][0]
-    stores = [p for p in folder.glob("*.pickle") if p.name != "rule-index.pickle"]
+    stores = [p for p in folder.iterdir() if p.is_dir()]
     assert len(stores) == 2
     assert (folder / "rule-index.pickle").exists()
     again = run_check(["a.py"], Settings(select=["ALL"], jobs=1))
     assert again.cached == 1
+
+
+def test_one_file_run_touches_one_shard_and_concurrent_runs_merge(tmp_path, monkeypatch):
+    """A pre-commit run over one file of a tree reads and rewrites only that file's shard
+    of the store; two runs that wrote the same shard meanwhile keep both results."""
+    import patchaudit.cache as pc
+
+    root = _tree(tmp_path / "tree")
+    whole = _run(root, monkeypatch, jobs=1, cache=True)
+    store = next(p for p in (root / ".patchaudit_cache").rglob("*") if p.is_dir() and len(p.name) == 32)
+    before = {p.name: p.stat().st_mtime_ns for p in store.glob("*.pickle")}
+    assert len(before) > 4
+
+    target = root / "gen" / "m03.py"
+    target.write_text(target.read_text() + "# edited\n")
+    loaded = []
+    real_read = pc.ResultCache._read
+    monkeypatch.setattr(pc.ResultCache, "_read", lambda self, n: loaded.append(n) or real_read(self, n))
+    one = run_check(["gen/m03.py"], Settings(select=["ALL"], jobs=1))
+    assert one.parsed == 1 and len(set(loaded)) == 1
+    after = {p.name: p.stat().st_mtime_ns for p in store.glob("*.pickle")}
+    assert sorted(n for n in after if after[n] != before.get(n)) == [f"{loaded[0]:02x}.pickle"]
+    again = _run(root, monkeypatch, jobs=1, cache=True)
+    assert again.parsed == 0 and again.cached == again.files
+    _same(whole, again)
+
+    # two runs of the same key, each writing a different file of the same shard
+    a = pc.ResultCache(tmp_path / "c", "k" * 32)
+    b = pc.ResultCache(tmp_path / "c", "k" * 32)
+    x = "x.py"
+    y = next(f"y{i}.py" for i in range(1000) if a._shard(f"y{i}.py", "python") == a._shard(x, "python"))
+    a.get(x, "python", b"1")
+    b.get(y, "python", b"2")
+    a.put(x, "python", b"1", "rx")
+    b.put(y, "python", b"2", "ry")
+    a.save()
+    b.save()
+    c = pc.ResultCache(tmp_path / "c", "k" * 32)
+    assert not c.cold() and c.get(x, "python", b"1") == "rx" and c.get(y, "python", b"2") == "ry"
 
 
 def test_cache_dir_from_config(tmp_path, monkeypatch):
