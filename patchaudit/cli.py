@@ -69,7 +69,9 @@ def run() -> None:
         sys.stderr.flush()
     except (OSError, ValueError):   # a closed pipe (`patchaudit check . | head`)
         code = code or 1
-    if threading.active_count() > 1:   # pragma: no cover - never expected: exit the normal way
+    if threading.active_count() > 1 or sys.gettrace() is not None or sys.getprofile() is not None:
+        # a thread still running, or a profiler or coverage tool that writes its data at
+        # exit (`python -m cProfile -m patchaudit ...`): exit the normal way
         sys.exit(code)
     os._exit(code if isinstance(code, int) else 0 if code is None else 1)
 

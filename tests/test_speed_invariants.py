@@ -559,3 +559,22 @@ def test_pre_parse_with_ast_is_silent_and_shared():
         assert DecodeRetokenize.can_match(text)
         assert pyast.parse(text) is pyast.parse(text)
     assert pyast.parse("def f(:\n") is None
+
+
+def test_console_script_exits_hard_but_lets_profilers_write(tmp_path):
+    """`python -m patchaudit` ends with a hard exit once its output is flushed: exit codes
+    and output are those of `main`; under a profiler it exits the normal way, so the
+    profile is written."""
+    (tmp_path / "a.py").write_text(POSITIVE)
+    (tmp_path / "ok.py").write_text("x = 1\n")
+    cmd = [sys.executable, "-m", "patchaudit", "check", "--no-cache"]
+    dirty = subprocess.run(cmd + ["a.py"], cwd=tmp_path, capture_output=True, text=True)
+    assert dirty.returncode == 1 and "PA101" in dirty.stdout
+    clean = subprocess.run(cmd + ["ok.py"], cwd=tmp_path, capture_output=True, text=True)
+    assert clean.returncode == 0
+    missing = subprocess.run(cmd + ["nope.py"], cwd=tmp_path, capture_output=True, text=True)
+    assert missing.returncode == 2 and "nope.py" in missing.stderr
+    prof = tmp_path / "out.prof"
+    subprocess.run([sys.executable, "-m", "cProfile", "-o", str(prof), "-m", "patchaudit", "check",
+                    "--no-cache", "ok.py"], cwd=tmp_path, capture_output=True, check=True)
+    assert prof.stat().st_size > 0
