@@ -84,6 +84,9 @@ _MAX_STATEMENTS = 64
 #: than for many passes over its statements (on SGLang's 2,300-line mimo_v2.py: 0.64 s
 #: against 1.0 s for PA102+PA103)
 _MAX_LINES = 400
+#: ... or past this many lookups by statement (finding a node's statement generates the
+#: code of the statements before it): many lookups are a trace, not a few reports
+_MAX_LOOKUPS = 8
 
 
 class _StatementPositions:
@@ -109,6 +112,7 @@ class _StatementPositions:
         self.usable = module.default_newline == "\n"
         self.done: list[dict] = []        # positions of the pruned modules computed so far
         self.lines = 0                    # ... and the lines of their statements
+        self.lookups = 0                  # lookups answered by statement
         self._codes: dict[int, list[str]] = {}
 
     def lookup(self, node: Any) -> Any:
@@ -119,6 +123,7 @@ class _StatementPositions:
                 return positions[node]
         if self._spent():
             return _MISSING
+        self.lookups += 1
         m = self.module
         try:
             key = next((l.strip() for l in m.code_for_node(node).split("\n") if l.strip()), "")
@@ -130,7 +135,7 @@ class _StatementPositions:
         return self._search(node, key, m.body, header, lambda stmts: stmts, 0)
 
     def _spent(self) -> bool:
-        return len(self.done) >= _MAX_STATEMENTS or self.lines >= _MAX_LINES
+        return len(self.done) >= _MAX_STATEMENTS or self.lines >= _MAX_LINES or self.lookups >= _MAX_LOOKUPS
 
     def _stmt_code(self, stmts, i: int) -> str:
         """The code of one statement of a block (each generated once, and only
