@@ -61,6 +61,71 @@ def digest(data: bytes) -> bytes:
     return hashlib.blake2b(data, digest_size=16).digest()
 
 
+# --------------------------------------------------------------------------
+# sealed pickles: the cache folder sits in the checked tree, which may be hostile
+
+_KEY: list[bytes | None] = []
+
+
+def _secret() -> bytes | None:
+    """This user's cache key: 32 random bytes in the user's cache folder, created
+    (mode 0600) on first use; None when there is no such folder to keep it in."""
+    if _KEY:
+        return _KEY[0]
+    from patchaudit.rule_index import user_cache_dir
+
+    key = None
+    folder = user_cache_dir()
+    if folder is not None:
+        path = os.path.join(os.path.dirname(folder), "cache-key")
+        for _ in range(2):
+            try:
+                with open(path, "rb") as fh:
+                    got = fh.read(64)
+                if len(got) == 32:
+                    key = got
+                break
+            except FileNotFoundError:
+                try:
+                    os.makedirs(os.path.dirname(path), exist_ok=True)
+                    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                except FileExistsError:
+                    continue   # another run created it meanwhile: read it
+                except OSError:
+                    break
+                import secrets
+
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(secrets.token_bytes(32))
+            except OSError:
+                break
+    _KEY.append(key)
+    return key
+
+
+def seal(data: bytes) -> bytes | None:
+    """`data` with an HMAC of this user's key in front, or None without a key."""
+    import hmac
+
+    key = _secret()
+    return None if key is None else hmac.new(key, data, hashlib.sha256).digest() + data
+
+
+def unseal(blob: bytes) -> bytes | None:
+    """What `seal` sealed with this user's key, or None for anything else.
+
+    A `.patchaudit_cache/` folder lives in the tree being checked; a hostile
+    checkout can ship one, and unpickling its files would run its code.  Only
+    pickles this user's runs wrote, proven by the HMAC, are ever unpickled."""
+    import hmac
+
+    key = _secret()
+    if key is None or len(blob) < 32:
+        return None
+    mac, data = blob[:32], blob[32:]
+    return data if hmac.compare_digest(mac, hmac.new(key, data, hashlib.sha256).digest()) else None
+
+
 def atomic_write(path: str, data: bytes, mode: int = 0o644) -> None:
     folder = os.path.dirname(path)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
@@ -221,7 +286,8 @@ class ResultCache:
         try:
             with open(self._file(n), "rb") as fh:
                 mtime = os.fstat(fh.fileno()).st_mtime_ns
-                data = pickle.load(fh)
+                raw = unseal(fh.read())
+            data = pickle.loads(raw) if raw is not None else None
             if isinstance(data, dict):
                 return data, mtime
         except Exception:  # missing, truncated or from another version: a cold shard
@@ -264,7 +330,10 @@ class ResultCache:
                     entries, _ = self._read(n)   # another run wrote meanwhile: merge with it
                 entries = dict(entries)
                 entries.update(new)
-                atomic_write(str(self._file(n)), pickle.dumps(entries, protocol=pickle.HIGHEST_PROTOCOL))
+                sealed = seal(pickle.dumps(entries, protocol=pickle.HIGHEST_PROTOCOL))
+                if sealed is None:
+                    return   # no key to prove the store ours later: keep nothing
+                atomic_write(str(self._file(n)), sealed)
                 self._shards[n] = entries
                 self._mtimes[n] = os.stat(self._file(n)).st_mtime_ns
             self.new = {}

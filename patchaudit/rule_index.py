@@ -602,8 +602,13 @@ def rule_index(cache_root: str | None = None) -> dict[str, RuleMeta]:
                 missing.append(path)
             continue
         try:
+            from patchaudit.cache import unseal
+
             with open(path, "rb") as fh:
-                saved_stamp, saved = pickle.load(fh)
+                raw = unseal(fh.read())
+            if raw is None:
+                raise ValueError("not sealed with this user's key")
+            saved_stamp, saved = pickle.loads(raw)
             if saved_stamp == stamp:
                 _INDEX = saved
                 continue
@@ -613,10 +618,10 @@ def rule_index(cache_root: str | None = None) -> dict[str, RuleMeta]:
     if _INDEX is None:
         _INDEX = build_index()
     if missing:
-        from patchaudit.cache import atomic_write
+        from patchaudit.cache import atomic_write, seal
 
-        data = pickle.dumps((stamp, _INDEX), protocol=pickle.HIGHEST_PROTOCOL)
-        for path in missing:
+        data = seal(pickle.dumps((stamp, _INDEX), protocol=pickle.HIGHEST_PROTOCOL))
+        for path in missing if data is not None else ():
             try:
                 os.makedirs(os.path.dirname(path), exist_ok=True)
                 atomic_write(path, data)

@@ -115,6 +115,42 @@ def test_the_command_in_a_hostile_checkout_imports_nothing_from_it(hostile_tree)
     assert list(marker.iterdir()) == [], r.stderr
 
 
+class _Boom:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}/pickle",))
+
+
+def test_a_cache_folder_shipped_by_the_checkout_is_never_unpickled(hostile_tree, tmp_path, monkeypatch):
+    """`.patchaudit_cache/` lives in the checked tree: a hostile checkout can commit one.
+    Its pickles (result shards, rule index) would run code when loaded; only pickles
+    sealed with this user's key are loaded, so planted ones are a cold cache."""
+    import pickle
+
+    import patchaudit.rule_index
+
+    repo, marker = hostile_tree
+    monkeypatch.setattr(patchaudit.rule_index, "_INDEX", None)   # read and write the index on disk
+    first = run_check(["-j", "1", "--format", "json", "."], repo)
+    assert first.exit_code in (1, 2) and "PA101" in first.output
+    stores = list((repo / ".patchaudit_cache").rglob("*.pickle"))
+    assert any(p.name == "rule-index.pickle" for p in stores) and len(stores) > 2
+    evil = pickle.dumps(_Boom(marker))
+    for p in stores:
+        p.write_bytes(evil)
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    pickle.loads(pickle.dumps(_Boom(probe)))   # the payload does run when unpickled
+    assert [p.name for p in probe.iterdir()] == ["pickle"]
+
+    monkeypatch.setattr(patchaudit.rule_index, "_INDEX", None)   # read it from disk again
+    again = run_check(["-j", "1", "--format", "json", "."], repo)
+    assert list(marker.iterdir()) == []
+    assert again.exit_code == first.exit_code and again.output == first.output
+
+
 def test_writes_nothing_but_the_report_it_was_asked_for(hostile_tree, tmp_path):
     repo, marker = hostile_tree
     corpus = Path(__file__).parent / "corpus"

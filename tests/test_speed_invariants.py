@@ -530,8 +530,10 @@ def test_rule_index_is_kept_per_user_and_renewed_when_stale(tmp_path, monkeypatc
     (tmp_path / "tree3" / "rule-index.pickle").write_bytes(b"garbage")
     monkeypatch.setattr(ri, "_INDEX", None)
     assert ri.rule_index(str(tmp_path / "tree3")) == {} and built == [1]
+    from patchaudit.cache import unseal
+
     with open(os.path.join(user, "rule-index.pickle"), "rb") as fh:
-        assert pickle.load(fh)[0] != (0, 0)                           # rewritten
+        assert pickle.loads(unseal(fh.read()))[0] != (0, 0)           # rewritten, sealed
 
 
 def test_rule_visitors_are_libcsts():
