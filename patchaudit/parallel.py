@@ -18,7 +18,11 @@ each file, in the main process:
 
 The pool starts only once the heavy bytes seen pass `POOL_MIN_BYTES` (at the
 ~0.7 MB/s libcst parses per core, below that the pool's start-up and
-messaging cost more than they save).  At most `WINDOW` tasks per worker are in
+messaging cost more than they save), except on a cold scan of a large tree,
+where forked workers start before the first file is read and import libcst
+while this process reads (`_eager_pool`).  With workers, a rule's own filter
+(`can_match`: the dataflow rules parse with `ast`) runs in the worker, not
+here.  At most `WINDOW` tasks per worker are in
 flight, so memory stays bounded however large the tree: a worker parses one
 file at a time and keeps nothing, and the main process keeps only results.
 Workers are forked where the platform allows it (they inherit the imported
