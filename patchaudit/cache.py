@@ -67,17 +67,42 @@ def digest(data: bytes) -> bytes:
 _KEY: list[bytes | None] = []
 
 
-def _secret() -> bytes | None:
-    """This user's cache key: 32 random bytes in the user's cache folder, created
-    (mode 0600) on first use; None when there is no such folder to keep it in."""
-    if _KEY:
-        return _KEY[0]
+def _key_folders() -> list[str]:
+    """Where this user's key may live: the user's cache folder, else a folder of the
+    temporary directory that this user owns and nobody else can write."""
     from patchaudit.rule_index import user_cache_dir
 
-    key = None
+    out = []
     folder = user_cache_dir()
     if folder is not None:
-        path = os.path.join(os.path.dirname(folder), "cache-key")
+        out.append(os.path.dirname(folder))
+    getuid = getattr(os, "getuid", None)
+    if getuid is not None:
+        out.append(os.path.join(tempfile.gettempdir(), f"patchaudit-{getuid()}"))
+    return out
+
+
+def _private(folder: str) -> bool:
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        st = os.stat(folder)
+    except OSError:
+        return False
+    getuid = getattr(os, "getuid", None)
+    return getuid is None or (st.st_uid == getuid() and not st.st_mode & 0o022)
+
+
+def _secret() -> bytes | None:
+    """This user's cache key: 32 random bytes in the user's cache folder (or a private
+    folder of the temporary directory), created (mode 0600) on first use; None when
+    there is no such place to keep it."""
+    if _KEY:
+        return _KEY[0]
+    key = None
+    for folder in _key_folders():
+        if not _private(folder):
+            continue
+        path = os.path.join(folder, "cache-key")
         for _ in range(2):
             try:
                 with open(path, "rb") as fh:
@@ -99,6 +124,8 @@ def _secret() -> bytes | None:
                     fh.write(secrets.token_bytes(32))
             except OSError:
                 break
+        if key is not None:
+            break
     _KEY.append(key)
     return key
 

@@ -580,3 +580,19 @@ def test_console_script_exits_hard_but_lets_profilers_write(tmp_path):
     subprocess.run([sys.executable, "-m", "cProfile", "-o", str(prof), "-m", "patchaudit", "check",
                     "--no-cache", "ok.py"], cwd=tmp_path, capture_output=True, check=True)
     assert prof.stat().st_size > 0
+
+
+def test_cache_works_without_a_home(tmp_path):
+    """No writable home: the key that seals the cache lives in a private folder of the
+    temporary directory, and a second run is still served from the cache."""
+    (tmp_path / "a.py").write_text(POSITIVE)
+    env = {k: v for k, v in os.environ.items() if k not in ("XDG_CACHE_HOME", "HOME")}
+    env.update(HOME=str(tmp_path / "no-such-home"), TMPDIR=str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    (tmp_path / "no-such-home").write_text("a file where the home folder should be")
+    code = ("from patchaudit.config import Settings\nfrom patchaudit.runner import run_check\n"
+            "r = run_check(['a.py'], Settings(select=['PA101'], jobs=1))\nprint(r.cached, len(r.findings))")
+    runs = [subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True,
+                           text=True, check=True).stdout.split() for _ in range(2)]
+    assert runs == [["0", "1"], ["1", "1"]]
+    assert list((tmp_path / "tmp").glob("patchaudit-*/cache-key"))
