@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
 import textwrap
 from pathlib import Path
 
-from patchaudit.cli import main
+from patchaudit.testing import invoke_in
 
 from test_monkeypatch import FORK, FORK_TARGETS, SCHEDULER_V1, sglang_tree, vllm_tree, write_tree
 
@@ -27,24 +26,8 @@ PATCH = """\
 """
 
 
-def cli_runner():
-    """A click CliRunner with stderr apart from stdout (click 8.1 and 8.2+)."""
-    from click.testing import CliRunner
-
-    try:
-        return CliRunner(mix_stderr=False)  # click < 8.2
-    except TypeError:
-        return CliRunner()
-
-
 def run(args, cwd):
-    runner = cli_runner()
-    old = os.getcwd()
-    os.chdir(cwd)
-    try:
-        return runner.invoke(main, args, catch_exceptions=False)
-    finally:
-        os.chdir(old)
+    return invoke_in(cwd, args)
 
 
 def fork_repo(tmp_path: Path, fork: str = FORK) -> Path:

@@ -13,7 +13,7 @@ import git
 import pytest
 
 from patchaudit import monkeypatch as mp
-from patchaudit.cli import main
+from patchaudit.testing import invoke_in
 from patchaudit.config import EngineSpec, Settings
 from patchaudit.inputs.engine import open_engine
 from patchaudit.units.exact import EngineContext
@@ -334,24 +334,8 @@ def test_prefilters_are_sound_on_every_form():
 # PA206 / PA207 through `patchaudit check`
 
 
-def cli_runner():
-    """A click CliRunner with stderr apart from stdout (click 8.1 and 8.2+)."""
-    from click.testing import CliRunner
-
-    try:
-        return CliRunner(mix_stderr=False)  # click < 8.2
-    except TypeError:
-        return CliRunner()
-
-
 def run(args, cwd):
-    runner = cli_runner()
-    old = os.getcwd()
-    os.chdir(cwd)
-    try:
-        return runner.invoke(main, args, catch_exceptions=False)
-    finally:
-        os.chdir(old)
+    return invoke_in(cwd, args)
 
 
 def check(tmp_path, fork: str, sglang: dict[str, str] | None = None, extra_engines=(), select="PA206,PA207"):
