@@ -26,25 +26,6 @@ def dotted(node: cst.BaseExpression) -> str | None:
     return None
 
 
-def string_value(node: cst.BaseExpression | None) -> str | None:
-    """The value of a plain (non f-) string literal, or None."""
-    if isinstance(node, cst.SimpleString):
-        try:
-            v = node.evaluated_value
-        except Exception:  # pragma: no cover - malformed escapes
-            return None
-        return v if isinstance(v, str) else None
-    if isinstance(node, cst.ConcatenatedString):
-        parts = []
-        for part in (node.left, node.right):
-            v = string_value(part)
-            if v is None:
-                return None
-            parts.append(v)
-        return "".join(parts)
-    return None
-
-
 def keyword(call: cst.Call, name: str) -> cst.Arg | None:
     for arg in call.args:
         if arg.keyword is not None and arg.keyword.value == name:
