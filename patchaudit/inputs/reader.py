@@ -1,0 +1,218 @@
+"""The one reader: every file patchaudit opens goes through this module.
+
+A checked-out repository is someone else's data.  Whatever a command opens --
+patches, Python and text sources, `pyproject.toml`, `.gitignore`, quilt
+`series` files, baselines, tokenizers, recorded JSONL rollouts, the rule index
+and cache files -- is read here, with the same guards:
+
+* only regular files are opened.  A FIFO would block the run forever, a device
+  such as `/dev/zero` never ends, a socket cannot be read: each is refused with
+  a `ReadError` that names the path, before it is opened.  The file is opened
+  with `O_NONBLOCK` and checked again with `fstat` on the open descriptor, so a
+  path swapped for a FIFO between the two checks cannot block either;
+* a dangling symlink and a symlink loop are errors that say so, not silent
+  skips;
+* `root`, when given, confines the read: a path whose real location lies
+  outside that folder (through a symlink) is refused;
+* every read is bounded by `limit` bytes, also when the file grows while it is
+  read, and so is the output of a decompressing reader (`.gz`, `.bz2`, `.xz`):
+  a small archive that inflates to gigabytes stops at the limit.
+
+Callers catch `ReadError` and report it as an error of the file (exit code 2);
+the rest of the run goes on.  Nothing here writes.
+"""
+
+from __future__ import annotations
+
+import bz2
+import errno
+import gzip
+import io
+import lzma
+import os
+import stat
+from collections.abc import Iterator
+
+#: the default bound of one read (the `max-file-size` setting's default)
+DEFAULT_LIMIT = 64 * 1024 * 1024
+
+_KIND = {
+    stat.S_IFIFO: "a FIFO (named pipe)",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFDIR: "a directory",
+}
+
+
+class ReadError(OSError):
+    """A file that is not read, with the reason; `str()` is `path: reason`."""
+
+    def __init__(self, path: str, reason: str, line: int | None = None):
+        super().__init__(reason)
+        self.path = path
+        self.reason = reason
+        self.line = line
+
+    def __str__(self) -> str:
+        where = f"{self.path}:{self.line}" if self.line else self.path
+        return f"{where}: {self.reason}"
+
+
+def kind_of(mode: int) -> str | None:
+    """What a non-regular file is ("a FIFO (named pipe)", ...), None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    return _KIND.get(stat.S_IFMT(mode), "not a regular file")
+
+
+def _os_reason(path: str, exc: OSError) -> str:
+    if exc.errno == errno.ELOOP:
+        return "symlink loop: not read"
+    if exc.errno == errno.ENOENT and os.path.islink(path):
+        return f"dangling symlink (-> {os.readlink(path)}): not read"
+    return f"cannot read: {exc.strerror or exc}"
+
+
+def check_regular(path: str, root: str | None = None) -> os.stat_result:
+    """The `stat` of `path` if it may be read: a regular file (after symlinks),
+    inside `root` when one is given.  Raises `ReadError` otherwise."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise ReadError(path, _os_reason(path, exc)) from None
+    what = kind_of(st.st_mode)
+    if what is not None:
+        raise ReadError(path, f"{what}, not a regular file: not read")
+    if root is not None:
+        real, top = os.path.realpath(path), os.path.realpath(root)
+        if real != top and not real.startswith(top.rstrip(os.sep) + os.sep):
+            raise ReadError(path, f"resolves to {real}, outside {top}: not read")
+    return st
+
+
+def _too_big(path: str, size: int | str, limit: int) -> ReadError:
+    return ReadError(path, f"file is {size} bytes, over the limit of {limit}")
+
+
+def open_regular(path: str, limit: int = DEFAULT_LIMIT, root: str | None = None) -> io.BufferedReader:
+    """An open binary file object for a checked regular file no larger than `limit`.
+
+    The caller still bounds how much it reads (a file may grow); `read_bytes`
+    does both."""
+    st = check_regular(path, root)
+    if st.st_size > limit:
+        raise _too_big(path, st.st_size, limit)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        raise ReadError(path, _os_reason(path, exc)) from None
+    try:
+        what = kind_of(os.fstat(fd).st_mode)   # swapped after the first check?
+        if what is not None:
+            raise ReadError(path, f"{what}, not a regular file: not read")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return open(fd, "rb", closefd=True)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_bytes(path: str, limit: int = DEFAULT_LIMIT, root: str | None = None) -> bytes:
+    """The whole content of a regular file of at most `limit` bytes."""
+    with open_regular(path, limit, root) as fh:
+        try:
+            data = fh.read(limit + 1)
+        except OSError as exc:
+            raise ReadError(path, _os_reason(path, exc)) from None
+    if len(data) > limit:
+        raise _too_big(path, f"more than {limit}", limit)
+    return data
+
+
+def decode_utf8(path: str, data: bytes) -> str:
+    """`data` as UTF-8 text (a BOM dropped); `ReadError` naming the line otherwise."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ReadError(path, f"not valid UTF-8 (byte 0x{data[exc.start]:02x})", line) from None
+
+
+def read_text(path: str, limit: int = DEFAULT_LIMIT, root: str | None = None) -> str:
+    """The content of a regular UTF-8 text file of at most `limit` bytes."""
+    return decode_utf8(path, read_bytes(path, limit, root))
+
+
+class _Bounded(io.RawIOBase):
+    """A decompressed stream that raises `ReadError` past `limit` bytes."""
+
+    def __init__(self, path: str, raw, limit: int):
+        self._path, self._raw, self._limit, self._seen = path, raw, limit, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        try:
+            data = self._raw.read(len(b))
+        except (EOFError, OSError, lzma.LZMAError, zlib_error) as exc:
+            raise ReadError(self._path, f"cannot decompress: {exc}") from None
+        self._seen += len(data)
+        if self._seen > self._limit:
+            raise ReadError(self._path, f"decompresses to more than {self._limit} bytes (the limit)")
+        b[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        try:
+            self._raw.close()
+        finally:
+            super().close()
+
+
+try:
+    from zlib import error as zlib_error
+except ImportError:  # pragma: no cover
+    zlib_error = OSError  # type: ignore[misc,assignment]
+
+
+def open_maybe_compressed(path: str, limit: int = DEFAULT_LIMIT, *,
+                          compressed_limit: int | None = None,
+                          root: str | None = None) -> io.BufferedReader:
+    """A binary stream of a regular file, decompressed on the fly when it starts
+    with a gzip, bzip2 or xz signature.  Both the file on disk
+    (`compressed_limit`, default `limit`) and what it decompresses to (`limit`)
+    are bounded: reading past either raises `ReadError`."""
+    fh = open_regular(path, compressed_limit or limit, root)
+    try:
+        magic = fh.peek(6)[:6]
+        if magic[:2] == b"\x1f\x8b":
+            raw = gzip.GzipFile(fileobj=fh, mode="rb")
+        elif magic[:3] == b"BZh":
+            raw = bz2.BZ2File(fh, "rb")
+        elif magic == b"\xfd7zXZ\x00":
+            raw = lzma.LZMAFile(fh, "rb")
+        else:
+            return io.BufferedReader(_Bounded(path, fh, limit), 1 << 16)
+        return io.BufferedReader(_Bounded(path, raw, limit), 1 << 16)
+    except BaseException:
+        fh.close()
+        raise
+
+
+def iter_lines(stream: io.BufferedReader, path: str, max_line: int) -> Iterator[tuple[int, bytes]]:
+    """(line number, line) of a binary stream, each line at most `max_line`
+    bytes: a longer one raises `ReadError` naming its line instead of being
+    gathered in memory (one 'line' of gigabytes is the classic line bomb)."""
+    n = 0
+    while True:
+        line = stream.readline(max_line + 1)
+        if not line:
+            return
+        n += 1
+        if len(line) > max_line and not line.endswith(b"\n"):
+            raise ReadError(path, f"line longer than {max_line} bytes: not read", n)
+        yield n, line
