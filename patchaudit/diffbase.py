@@ -1,9 +1,18 @@
 """Diff-aware runs (`--diff-base REF`): keep only findings on lines changed since REF.
 
-The changed lines come from `git diff --unified=0 REF` between the commit REF
-and the working tree (GitPython runs git; its `diff(create_patch=True)` drops
-the `---`/`+++` lines, so the raw text is read here).  A file git does not
-track yet (untracked, not ignored) is new as a whole.  The same rule serves
+The changed lines come from `git diff-index -p --unified=0 REF` between the
+commit REF and the working tree.  A file git does not track yet (untracked,
+not ignored) is new as a whole.
+
+The repository is the one of the current directory, as git finds it from
+there (a pre-commit hook runs at the top of its repository), never one found
+next to a path: a checkout can commit a folder that looks like a git
+directory (`patches/HEAD`, `patches/config`, `patches/objects/` ...) whose
+config runs programs.  A path outside that repository, or inside another one
+nested in it, is an error.  Git runs through `patchaudit.inputs.safegit`:
+no setting of the repository can make it run a program (fsmonitor, hooks,
+filter and diff drivers chosen by `.gitattributes`, pager ...), and only
+commands that never write the index are used.  The same rule serves
 `.py` files and patch files: a finding in a `.patch` is reported at a line of
 the patch file, so it is kept when that line of the patch file changed.
 
@@ -18,7 +27,6 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from patchaudit.findings import Finding
 
@@ -92,48 +100,66 @@ def parse_unified0(text: str) -> dict[str, set[int] | None]:
     return out
 
 
+def _nested_repository(real: str, top: str) -> str | None:
+    """A folder between `real` and `top` (exclusive) that holds a `.git` of its own."""
+    d = real if os.path.isdir(real) else os.path.dirname(real)
+    while d != top and os.path.commonpath([d, top]) == top:
+        if os.path.lexists(os.path.join(d, ".git")):
+            return d
+        d = os.path.dirname(d)
+    return None
+
+
 def changed_lines(paths: list[str], ref: str) -> ChangedLines:
-    """The lines changed since `ref` in the repositories holding `paths`."""
-    import git
+    """The lines changed since `ref` in the repository of the current directory,
+    for `paths` (which must lie in it)."""
+    from patchaudit.inputs.safegit import GitError, NotARepository, WorkTree
 
     _check_ref(ref)
-    result: ChangedLines | None = None
-    by_repo: dict[str, tuple[git.Repo, list[str]]] = {}
+    cwd = os.getcwd()
+    try:
+        wt = WorkTree.discover(cwd)
+    except NotARepository:
+        shown = ", ".join(paths) if paths else "."
+        raise DiffBaseError(f"--diff-base: {shown} is not inside a git repository "
+                            f"(the current directory {cwd} is not in one)") from None
+    except GitError as exc:
+        raise DiffBaseError(f"--diff-base: {exc}") from None
+    top = wt.top
+    rels: list[str] = []
     for p in paths or ["."]:
-        start = Path(p).resolve()
-        probe = start if start.is_dir() else start.parent
-        try:
-            repo = git.Repo(probe, search_parent_directories=True)
-        except (git.InvalidGitRepositoryError, git.NoSuchPathError):
-            raise DiffBaseError(f"--diff-base: {p} is not inside a git repository") from None
-        if repo.bare or repo.working_tree_dir is None:
-            raise DiffBaseError(f"--diff-base: {p} is in a bare git repository")
-        top = os.path.realpath(repo.working_tree_dir)
-        rel = os.path.relpath(os.path.realpath(start), top)
-        by_repo.setdefault(top, (repo, []))[1].append(rel.replace(os.sep, "/"))
-    for top, (repo, rels) in by_repo.items():
-        try:
-            commit = repo.git.rev_parse("--verify", "--quiet", f"{ref}^{{commit}}")
-        except git.GitCommandError:
-            if ref != "HEAD" or repo.head.is_valid():
-                raise DiffBaseError(f"--diff-base: {ref!r} is not a commit of the repository at {top}") from None
+        real = os.path.realpath(p)
+        if os.path.commonpath([real, top]) != top:
+            raise DiffBaseError(f"--diff-base: {p} is outside the git repository of the current directory "
+                                f"({top}); run patchaudit from inside its repository")
+        nested = _nested_repository(real, top)
+        if nested is not None:
+            raise DiffBaseError(f"--diff-base: {p} is in another git repository ({nested}) than the current "
+                                f"directory's ({top}); run patchaudit from inside it")
+        rels.append(os.path.relpath(real, top).replace(os.sep, "/"))
+    try:
+        proc = wt.git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False)
+        commit = proc.stdout.decode("ascii", "replace").strip()
+        if proc.returncode != 0 or not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", commit):
+            head = wt.git("rev-parse", "--verify", "--quiet", "HEAD", check=False)
+            if ref != "HEAD" or head.returncode == 0:
+                raise DiffBaseError(f"--diff-base: {ref!r} is not a commit of the repository at {top}")
             # the first commit of a new repository (a pre-commit hook's --diff-base HEAD): all is new
-            commit = repo.git.hash_object("-t", "tree", "/dev/null")
-        if result is None:
-            result = ChangedLines(ref, commit)
+            commit = wt.git("hash-object", "-t", "tree", "--stdin", "--no-filters", input=b"").stdout \
+                .decode("ascii").strip()
+        result = ChangedLines(ref, commit)
         spec = ["--"] + (rels if "." not in rels else ["."])
-        try:
-            text = repo.git.diff(commit, "--no-color", "--no-ext-diff", "--no-textconv", "--unified=0",
-                                 "-M", "--no-relative", "--src-prefix=a/", "--dst-prefix=b/",
-                                 "--ignore-submodules", *spec)
-            untracked = repo.git.ls_files("--others", "--exclude-standard", "-z", *spec)
-        except git.GitCommandError as exc:
-            raise DiffBaseError(f"--diff-base: git diff {ref} failed in {top}: "
-                                f"{(exc.stderr or str(exc)).strip()}") from None
-        for rel, lines in parse_unified0(text).items():
-            result.files[os.path.realpath(os.path.join(top, rel))] = lines
-        for rel in untracked.split("\0"):
-            if rel:
-                result.files[os.path.realpath(os.path.join(top, rel))] = None
-    assert result is not None
+        text = wt.git("diff-index", "-p", "--no-color", "--no-ext-diff", "--no-textconv", "--unified=0",
+                      "-M", "--no-relative", "--src-prefix=a/", "--dst-prefix=b/", "--ignore-submodules",
+                      commit, *spec).stdout.decode("utf-8", "surrogateescape")
+        untracked = wt.git("ls-files", "--others", "--exclude-standard", "-z", *spec).stdout \
+            .decode("utf-8", "surrogateescape")
+    except GitError as exc:
+        raise DiffBaseError(f"--diff-base: git diff {ref} failed in {top}: "
+                            f"{(exc.stderr or str(exc)).strip()}") from None
+    for rel, lines in parse_unified0(text).items():
+        result.files[os.path.realpath(os.path.join(top, rel))] = lines
+    for rel in untracked.split("\0"):
+        if rel:
+            result.files[os.path.realpath(os.path.join(top, rel))] = None
     return result
