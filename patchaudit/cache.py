@@ -22,12 +22,29 @@ Runs with `--engine` (exact mode) do not use the cache: their results depend
 on an engine source that can change outside the cache's view (a directory, a
 branch of a git repository).
 
-Where: `cache-dir` from the configuration, else `.patchaudit_cache/` beside
-the pyproject.toml that configured the run, else in the current directory.
-The folder gets its own `.gitignore` (`*`) and a `CACHEDIR.TAG`.  Stores are
-written atomically (a temporary file renamed over the old one) and merged
-with what another process wrote meanwhile; an unreadable store is a cold
-cache, never an error.
+Where: `--cache-dir`, else `PATCHAUDIT_CACHE_DIR`, else `cache-dir` from the
+configuration, else `.patchaudit_cache/` beside the pyproject.toml that
+configured the run, else in the current directory (`--no-cache` or
+`PATCHAUDIT_NO_CACHE=1`: none).  The folder gets its own `.gitignore` (`*`)
+and a `CACHEDIR.TAG`.  Stores are written atomically (a temporary file renamed
+over the old one) and merged with what another process wrote meanwhile; an
+unreadable store is a cold cache, never an error.
+
+The checked tree may be hostile, and the cache is written inside it:
+- a location the tree chooses (`cache-dir` in the pyproject.toml found by
+  discovery, or the default `.patchaudit_cache/`) must stay inside the folder
+  of that pyproject.toml (or the current directory): an absolute path or `..`
+  that leaves it is refused;
+- below its trusted start (that folder, or the folder the user named), every
+  component of every path the cache uses is opened relative to its parent
+  without following symlinks (`patchaudit.safefs`): a committed
+  `.patchaudit_cache -> /elsewhere` or `.patchaudit_cache/<version> -> /elsewhere`
+  is never followed;
+- a refused location is an error naming the file (and the configuration key and
+  line) in `settings.cache_errors`; the scan runs without the cache;
+- pruning deletes only stores that carry this user's seal (`.patchaudit-store`,
+  an HMAC of the store's name), and in them only the files the cache writes
+  (sealed shards, its temporary files), never through a symlink.
 """
 
 from __future__ import annotations
@@ -36,12 +53,15 @@ import dataclasses
 import hashlib
 import os
 import pickle
-import shutil
+import re
+import stat
 import sys
 import tempfile
 import zlib
 from pathlib import Path
 from typing import Any, Iterable
+
+from patchaudit.safefs import TMP_PREFIX, Folder, Refused, open_folder
 
 CACHE_DIR_NAME = ".patchaudit_cache"
 #: keep at most this many stores (run keys) per patchaudit version
@@ -49,7 +69,13 @@ MAX_STORES = 16
 #: pickles per store (a file's result lives in the one its path hashes to)
 SHARDS = 64
 #: Settings fields that do not change a file's result
-_NOT_IN_KEY = {"jobs", "cache", "cache_dir", "config_path", "select", "ignore", "extend_select"}
+_NOT_IN_KEY = {"jobs", "jobs_forced", "cache", "cache_dir", "cache_dir_origin", "cache_errors", "config_path",
+               "select", "ignore", "extend_select"}
+#: the file that proves a store folder this user's: seal(_STORE_TAG + its name)
+STORE_SEAL = ".patchaudit-store"
+_STORE_TAG = b"patchaudit store\0"
+_STORE_NAME = re.compile(r"[0-9a-f]{32}")
+_SHARD_NAME = re.compile(r"[0-9a-f]{2}\.pickle")
 
 _GITIGNORE = "# Automatically created by patchaudit.\n*\n"
 _CACHEDIR_TAG = ("Signature: 8a477f597d28d172789f06886806bc55\n"
@@ -67,29 +93,27 @@ def digest(data: bytes) -> bytes:
 _KEY: list[bytes | None] = []
 
 
-def _key_folders() -> list[str]:
-    """Where this user's key may live: the user's cache folder, else a folder of the
-    temporary directory that this user owns and nobody else can write."""
+def _user_base() -> str | None:
+    """`$XDG_CACHE_HOME`, else `~/.cache` (the folder `rule_index.user_cache_dir` is in)."""
     from patchaudit.rule_index import user_cache_dir
 
-    out = []
     folder = user_cache_dir()
-    if folder is not None:
-        out.append(os.path.dirname(folder))
+    return None if folder is None else os.path.dirname(os.path.dirname(folder))
+
+
+def _key_folders() -> list["Location"]:
+    """Where this user's key may live: the user's cache folder, else a folder of the
+    temporary directory that this user owns and nobody else can write.  The base
+    (`$XDG_CACHE_HOME`, the temporary directory) is trusted; the folder in it is
+    never a symlink (another user could plant one in a shared one)."""
+    out = []
+    base = _user_base()
+    if base is not None:
+        out.append(Location(base, ("patchaudit",), private=True))
     getuid = getattr(os, "getuid", None)
     if getuid is not None:
-        out.append(os.path.join(tempfile.gettempdir(), f"patchaudit-{getuid()}"))
+        out.append(Location(tempfile.gettempdir(), (f"patchaudit-{getuid()}",), private=True))
     return out
-
-
-def _private(folder: str) -> bool:
-    try:
-        os.makedirs(folder, mode=0o700, exist_ok=True)
-        st = os.stat(folder)
-    except OSError:
-        return False
-    getuid = getattr(os, "getuid", None)
-    return getuid is None or (st.st_uid == getuid() and not st.st_mode & 0o022)
 
 
 def _secret() -> bytes | None:
@@ -99,31 +123,23 @@ def _secret() -> bytes | None:
     if _KEY:
         return _KEY[0]
     key = None
-    for folder in _key_folders():
-        if not _private(folder):
-            continue
-        path = os.path.join(folder, "cache-key")
-        for _ in range(2):
-            try:
-                with open(path, "rb") as fh:
-                    got = fh.read(64)
-                if len(got) == 32:
-                    key = got
-                break
-            except FileNotFoundError:
-                try:
-                    os.makedirs(os.path.dirname(path), exist_ok=True)
-                    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-                except FileExistsError:
-                    continue   # another run created it meanwhile: read it
-                except OSError:
-                    break
-                import secrets
+    for loc in _key_folders():
+        try:
+            with loc.open(create=True) as folder:
+                for _ in range(2):
+                    got = folder.read("cache-key")
+                    if got is not None:
+                        key = got[0] if len(got[0]) == 32 else None
+                        break
+                    if folder.lstat("cache-key") is not None:
+                        break   # there, and not a regular file of ours: not a key
+                    import secrets
 
-                with os.fdopen(fd, "wb") as fh:
-                    fh.write(secrets.token_bytes(32))
-            except OSError:
-                break
+                    if folder.create("cache-key", secrets.token_bytes(32), 0o600):
+                        continue   # read back what was written
+                    # another run created it meanwhile: read it
+        except OSError:
+            continue
         if key is not None:
             break
     _KEY.append(key)
@@ -153,48 +169,174 @@ def unseal(blob: bytes) -> bytes | None:
     return data if hmac.compare_digest(mac, hmac.new(key, data, hashlib.sha256).digest()) else None
 
 
+# --------------------------------------------------------------------------
+# where the cache lives
+
+
+@dataclasses.dataclass(frozen=True)
+class Location:
+    """A folder of the cache: `base` is trusted (opened as it is); each of `parts` below
+    it is a real folder, never a symlink (created when missing)."""
+
+    base: str
+    parts: tuple[str, ...] = ()
+    private: bool = False      # the user's own folders: owned by this user, mode 0700
+
+    @property
+    def path(self) -> str:
+        return os.path.join(self.base, *self.parts)
+
+    def child(self, *more: str) -> "Location":
+        return Location(self.base, self.parts + tuple(more), self.private)
+
+    def open(self, *more: str, create: bool = False) -> Folder:
+        return open_folder(self.base, self.parts + tuple(more), create=create,
+                           mode=0o700 if self.private else 0o777, private=self.private)
+
+
+#: cache roots checked by `cache_root`, by path: how to reach them safely
+_LOCATIONS: dict[str, Location] = {}
+
+
+def location_of(folder: str) -> Location:
+    """How to reach `folder`: below a root `cache_root` checked, or in the user's cache
+    folder; any other folder is the caller's own (trusted as it is)."""
+    known = dict(_LOCATIONS)
+    base = _user_base()
+    if base is not None:
+        user = Location(base, ("patchaudit",), private=True)
+        known[str(Path(user.path))] = user
+    cur, rest = Path(folder), []
+    while True:
+        loc = known.get(str(cur))
+        if loc is not None:
+            return loc.child(*reversed(rest))
+        if cur.parent == cur or not cur.name:
+            break
+        rest.append(cur.name)
+        cur = cur.parent
+    return Location(str(folder))
+
+
 def atomic_write(path: str, data: bytes, mode: int = 0o644) -> None:
-    folder = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
+    """Write `path` whole (a temporary file renamed over it), its folders reached and
+    made as `location_of` says: never through a symlink below a trusted base."""
+    folder, name = os.path.split(path)
+    with location_of(folder).open(create=True) as f:
+        f.replace(name, data, mode)
+
+
+def read_file(path: str) -> bytes | None:
+    """The regular file `path`, reached as `atomic_write` writes it; None for anything else."""
+    folder, name = os.path.split(path)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.chmod(tmp, mode & ~_umask())
-        os.replace(tmp, path)
-    except BaseException:
+        with location_of(folder).open() as f:
+            got = f.read(name)
+    except OSError:
+        return None
+    return None if got is None else got[0]
+
+
+def _shown(path: str) -> str:
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if rel == os.pardir or rel.startswith(os.pardir + os.sep) else rel
+
+
+def _refuse(settings, path: str, message: str, line: int | None = None) -> None:
+    from patchaudit.findings import FileError
+
+    errors = getattr(settings, "cache_errors", None)
+    err = FileError(_shown(path), message, line)
+    if errors is not None and all(str(e) != str(err) for e in errors):
+        errors.append(err)
+
+
+_HOW_ELSEWHERE = ("the scan runs without the cache (give --cache-dir, or set PATCHAUDIT_CACHE_DIR, to keep "
+                  "it elsewhere)")
+
+
+def _location(settings) -> Location | None:
+    """Where the cache of a run goes, or None (refused: the reason is in cache_errors)."""
+    origin = getattr(settings, "cache_dir_origin", None)
+    if settings.cache_dir and origin is None:          # the user's own choice: anywhere
+        return Location(os.path.abspath(settings.cache_dir))
+    if settings.cache_dir:                              # from the checked tree's pyproject.toml
+        config, line, raw = origin
+        anchor = os.path.dirname(os.path.abspath(config))
+        target = os.path.normpath(os.path.join(anchor, settings.cache_dir))
         try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def cache_root(settings) -> Path:
-    """The cache folder of a run (not created)."""
-    if settings.cache_dir:
-        return Path(settings.cache_dir)
+            rel = os.path.relpath(target, anchor)
+        except ValueError:                              # another drive
+            rel = os.pardir
+        if rel == os.curdir or rel == os.pardir or rel.startswith(os.pardir + os.sep) or os.path.isabs(rel):
+            where = "is the folder of this pyproject.toml itself" if rel == os.curdir else \
+                f"leaves the folder of this pyproject.toml ({anchor})"
+            _refuse(settings, config, f"[tool.patchaudit] cache-dir = {raw!r} {where}: a cache folder set by "
+                                      f"the checked tree must be a folder inside it; {_HOW_ELSEWHERE}", line)
+            return None
+        return Location(anchor, tuple(rel.split(os.sep)))
     if settings.config_path:
-        return Path(settings.config_path).resolve().parent / CACHE_DIR_NAME
-    return Path.cwd() / CACHE_DIR_NAME
+        return Location(os.path.dirname(os.path.abspath(settings.config_path)), (CACHE_DIR_NAME,))
+    return Location(os.getcwd(), (CACHE_DIR_NAME,))
+
+
+def cache_root(settings) -> Path | None:
+    """The cache folder of a run (not created), or None when its location is refused: a
+    folder set by the checked tree that leaves it, or a component of it (or of its
+    `<version>` folder) that is a symlink.  The reason, naming the file and, for
+    `cache-dir`, the pyproject.toml, the key and its line, goes to
+    `settings.cache_errors`; the run then goes on without the cache."""
+    from patchaudit import __version__
+
+    loc = _location(settings)
+    if loc is None:
+        return None
+    parts = loc.parts + (__version__,)
+    try:
+        folder = open_folder(loc.base, ()) if os.path.isdir(loc.base) else None
+    except OSError:
+        folder = None
+    try:
+        for part in parts if folder is not None else ():
+            try:
+                nxt = folder.sub(part)
+            except Refused as exc:
+                if exc.reason != "is a symlink":
+                    return None   # a file, say: no cache, as before (nothing is written through it)
+                origin = getattr(settings, "cache_dir_origin", None)
+                if settings.cache_dir and origin is not None and exc.path != os.path.join(loc.path, __version__):
+                    config, line, raw = origin
+                    _refuse(settings, config, f"[tool.patchaudit] cache-dir = {raw!r}: {_shown(exc.path)} "
+                                              f"is a symlink; a cache folder set by the checked tree is never "
+                                              f"reached through one; {_HOW_ELSEWHERE}", line)
+                else:
+                    _refuse(settings, exc.path, "is a symlink: the result cache is never written through one "
+                                                f"(a checkout can commit it to point elsewhere); {_HOW_ELSEWHERE}")
+                return None
+            except OSError:
+                break   # missing (made safely later) or unreadable (no cache, as before)
+            folder.close()
+            folder = nxt
+    finally:
+        if folder is not None:
+            folder.close()
+    root = Path(loc.path)
+    _LOCATIONS[str(root)] = loc
+    return root
 
 
 def ensure_root(root: Path) -> bool:
-    """Create the cache folder with its .gitignore; False when it cannot be written."""
+    """Create the cache folder with its .gitignore and CACHEDIR.TAG; False when it cannot
+    be written (or a component of it is a symlink)."""
     try:
-        root.mkdir(parents=True, exist_ok=True)
-        gi = root / ".gitignore"
-        if not gi.exists():
-            atomic_write(str(gi), _GITIGNORE.encode())
-        tag = root / "CACHEDIR.TAG"
-        if not tag.exists():
-            atomic_write(str(tag), _CACHEDIR_TAG.encode())
-        return os.access(root, os.W_OK)
+        with location_of(str(root)).open(create=True) as f:
+            for name, text in ((".gitignore", _GITIGNORE), ("CACHEDIR.TAG", _CACHEDIR_TAG)):
+                if f.lstat(name) is None:
+                    f.replace(name, text.encode())
+            return f.writable()
     except OSError:
         return False
 
@@ -276,7 +418,10 @@ class ResultCache:
     file of it is first looked up and written back once per run if it changed.
 
     A pre-commit run over one file of a large tree reads and writes one shard (a few
-    dozen entries), not the results of every file of the tree."""
+    dozen entries), not the results of every file of the tree.
+
+    Every folder and file of the store is reached from the root without following
+    symlinks (`location_of`, `patchaudit.safefs`)."""
 
     def __init__(self, root: Path, key: str):
         from patchaudit import __version__
@@ -284,21 +429,24 @@ class ResultCache:
         self.root = root
         self.folder = root / __version__
         self.store = self.folder / key
+        self.key = key
+        self._loc = location_of(str(root)).child(__version__)
         self._shards: dict[int, dict[tuple[str, str], tuple[bytes, Any]]] = {}
         self._mtimes: dict[int, int | None] = {}
         self.new: dict[int, dict[tuple[str, str], tuple[bytes, Any]]] = {}
         try:
-            self._cold = not any(n.endswith(".pickle") for n in os.listdir(self.store))
+            with self._loc.open(key) as st:
+                self._cold = not any(_SHARD_NAME.fullmatch(n) for n, _ in st.entries())
         except OSError:
             self._cold = True
 
     @classmethod
     def for_run(cls, settings, codes: Iterable[str]) -> "ResultCache | None":
-        """The cache of this run, or None (disabled, exact mode, or unwritable)."""
+        """The cache of this run, or None (disabled, exact mode, refused or unwritable)."""
         if not settings.cache or settings.engines:
             return None
         root = cache_root(settings)
-        if not ensure_root(root):
+        if root is None or not ensure_root(root):
             return None
         return cls(root, run_key(settings, codes))
 
@@ -306,20 +454,32 @@ class ResultCache:
     def _shard(path: str, kind: str) -> int:
         return zlib.crc32(f"{kind}\0{path}".encode("utf-8", "surrogateescape")) % SHARDS
 
+    @staticmethod
+    def _name(n: int) -> str:
+        return f"{n:02x}.pickle"
+
     def _file(self, n: int) -> Path:
-        return self.store / f"{n:02x}.pickle"
+        return self.store / self._name(n)
+
+    @staticmethod
+    def _load(folder: Folder, n: int) -> tuple[dict, int | None]:
+        got = folder.read(ResultCache._name(n))
+        if got is not None:
+            try:
+                raw = unseal(got[0])
+                data = pickle.loads(raw) if raw is not None else None
+                if isinstance(data, dict):
+                    return data, got[1]
+            except Exception:  # truncated or from another version: a cold shard
+                pass
+        return {}, None
 
     def _read(self, n: int) -> tuple[dict, int | None]:
         try:
-            with open(self._file(n), "rb") as fh:
-                mtime = os.fstat(fh.fileno()).st_mtime_ns
-                raw = unseal(fh.read())
-            data = pickle.loads(raw) if raw is not None else None
-            if isinstance(data, dict):
-                return data, mtime
-        except Exception:  # missing, truncated or from another version: a cold shard
-            pass
-        return {}, None
+            with self._loc.open(self.key) as st:
+                return self._load(st, n)
+        except OSError:  # missing, or not a folder of ours: a cold shard
+            return {}, None
 
     def _entries(self, n: int) -> dict:
         if n not in self._shards:
@@ -345,39 +505,87 @@ class ResultCache:
     def save(self) -> None:
         if not self.new:
             return
+        tag = seal(_STORE_TAG + self.key.encode())
+        if tag is None:
+            return   # no key to prove the store ours later: keep nothing
         try:
-            self.store.mkdir(parents=True, exist_ok=True)
-            for n, new in sorted(self.new.items()):
-                entries = self._shards.get(n, {})
-                try:
-                    mtime = os.stat(self._file(n)).st_mtime_ns
-                except OSError:
-                    mtime = None
-                if mtime != self._mtimes.get(n):
-                    entries, _ = self._read(n)   # another run wrote meanwhile: merge with it
-                entries = dict(entries)
-                entries.update(new)
-                sealed = seal(pickle.dumps(entries, protocol=pickle.HIGHEST_PROTOCOL))
-                if sealed is None:
-                    return   # no key to prove the store ours later: keep nothing
-                atomic_write(str(self._file(n)), sealed)
-                self._shards[n] = entries
-                self._mtimes[n] = os.stat(self._file(n)).st_mtime_ns
-            self.new = {}
-            self._cold = False
-            os.utime(self.store)   # the store's age, for _prune: its last write
+            with self._loc.open(self.key, create=True) as st:
+                if st.lstat(STORE_SEAL) is None:
+                    st.replace(STORE_SEAL, tag)
+                for n, new in sorted(self.new.items()):
+                    name = self._name(n)
+                    cur = st.lstat(name)
+                    mtime = cur.st_mtime_ns if cur is not None else None
+                    entries = self._shards.get(n, {})
+                    if mtime != self._mtimes.get(n):
+                        entries, _ = self._load(st, n)   # another run wrote meanwhile: merge with it
+                    entries = dict(entries)
+                    entries.update(new)
+                    sealed = seal(pickle.dumps(entries, protocol=pickle.HIGHEST_PROTOCOL))
+                    if sealed is None:
+                        return
+                    st.replace(name, sealed)
+                    self._shards[n] = entries
+                    done = st.lstat(name)
+                    self._mtimes[n] = done.st_mtime_ns if done is not None else None
+                self.new = {}
+                self._cold = False
+                st.touch()   # the store's age, for _prune: its last write
             self._prune()
         except OSError:
             pass
 
-    def _prune(self) -> None:
+    # -- pruning: only what this user's runs wrote
+
+    @staticmethod
+    def _sealed_store(version: Folder, name: str) -> bool:
+        """The store folder `name` is one of this user's: it carries its seal."""
         try:
-            stores = sorted((p for p in self.folder.iterdir() if p.is_dir() and len(p.name) == 32),
-                            key=lambda p: p.stat().st_mtime_ns, reverse=True)
-            for old in stores[MAX_STORES:]:
-                shutil.rmtree(old, ignore_errors=True)
-            for old in self.folder.glob("*.pickle"):   # a single-file store of an earlier release
-                if len(old.stem) == 32:
-                    old.unlink()
+            with version.sub(name) as st:
+                got = st.read(STORE_SEAL)
+        except OSError:
+            return False
+        return got is not None and unseal(got[0]) == _STORE_TAG + name.encode()
+
+    @staticmethod
+    def _remove_store(version: Folder, name: str) -> None:
+        """Delete a sealed store: its sealed shards and temporary files, then the seal, then
+        the folder if that left it empty.  Anything else in it stays (and so does the folder)."""
+        try:
+            with version.sub(name) as st:
+                for entry, info in list(st.entries()):
+                    if not stat.S_ISREG(info.st_mode):
+                        continue
+                    if _SHARD_NAME.fullmatch(entry):
+                        got = st.read(entry)
+                        if got is not None and unseal(got[0]) is not None:
+                            st.unlink(entry)
+                    elif entry.startswith(TMP_PREFIX):
+                        st.unlink(entry)
+                st.unlink(STORE_SEAL)
+        except OSError:
+            return
+        version.rmdir(name)
+
+    def _prune(self) -> None:
+        """Keep the MAX_STORES most recently written stores of this user's; delete older ones
+        and the single-file stores of an earlier release that carry this user's seal."""
+        try:
+            with self._loc.open() as version:
+                stores, single = [], []
+                for name, info in version.entries():
+                    if stat.S_ISDIR(info.st_mode) and _STORE_NAME.fullmatch(name):
+                        stores.append((info.st_mtime_ns, name))
+                    elif stat.S_ISREG(info.st_mode) and name.endswith(".pickle") \
+                            and _STORE_NAME.fullmatch(name[:-len(".pickle")]):
+                        single.append(name)
+                stores.sort(reverse=True)
+                ours = [name for _, name in stores if self._sealed_store(version, name)]
+                for name in ours[MAX_STORES:]:
+                    self._remove_store(version, name)
+                for name in single:
+                    got = version.read(name)
+                    if got is not None and unseal(got[0]) is not None:
+                        version.unlink(name)
         except OSError:
             pass

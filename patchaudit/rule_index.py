@@ -270,10 +270,11 @@ class _SourceIndex:
             path = self._path(modname)
             if path is None:
                 return None
-            try:
-                with open(path, "rb") as fh:
-                    tree = ast.parse(fh.read(), filename=path)
-            except (OSError, SyntaxError, ValueError):
+            try:   # the one guarded reader (patchaudit/inputs/reader.py)
+                from patchaudit.inputs.reader import read_bytes
+
+                tree = ast.parse(read_bytes(path), filename=path)
+            except (OSError, SyntaxError, ValueError, RecursionError):
                 return None
             r = _ModuleReader(self, modname, tree)
             self.readers[modname] = r
@@ -586,28 +587,31 @@ def rule_index(cache_root: str | None = None) -> dict[str, RuleMeta]:
     The index depends only on the rule pack's sources (their stamp is its key), not
     on the tree being checked, so it is kept in the user's cache folder as well as
     in the run's `.patchaudit_cache/`: a scan of a tree never checked before does
-    not read the rule sources again."""
+    not read the rule sources again.  A copy missing from `cache_root` is written
+    there even when the index comes from memory.  Copies are read and written
+    through `patchaudit.cache.read_file`/`atomic_write`: never through a symlink
+    below the cache's trusted folders, and only sealed copies are unpickled."""
     global _INDEX
-    if _INDEX is not None:
+    if _INDEX is not None and (cache_root is None or os.path.lexists(os.path.join(cache_root, "rule-index.pickle"))):
         return _INDEX
     if cache_root is None:
         _INDEX = build_index()
         return _INDEX
+    from patchaudit.cache import atomic_write, read_file, seal, unseal
+
     stamp = (sys.version_info[:2], source_stamp())
-    paths = [os.path.join(d, "rule-index.pickle") for d in (cache_root, user_cache_dir()) if d]
+    paths = list(dict.fromkeys(os.path.join(d, "rule-index.pickle") for d in (cache_root, user_cache_dir()) if d))
     missing = []   # paths without this index: absent, stale or unreadable
     for path in paths:
         if _INDEX is not None:
-            if not os.path.exists(path):
+            if not os.path.lexists(path):
                 missing.append(path)
             continue
         try:
-            from patchaudit.cache import unseal
-
-            with open(path, "rb") as fh:
-                raw = unseal(fh.read())
+            blob = read_file(path)
+            raw = unseal(blob) if blob is not None else None
             if raw is None:
-                raise ValueError("not sealed with this user's key")
+                raise ValueError("missing, or not sealed with this user's key")
             saved_stamp, saved = pickle.loads(raw)
             if saved_stamp == stamp:
                 _INDEX = saved
@@ -618,12 +622,9 @@ def rule_index(cache_root: str | None = None) -> dict[str, RuleMeta]:
     if _INDEX is None:
         _INDEX = build_index()
     if missing:
-        from patchaudit.cache import atomic_write, seal
-
         data = seal(pickle.dumps((stamp, _INDEX), protocol=pickle.HIGHEST_PROTOCOL))
         for path in missing if data is not None else ():
             try:
-                os.makedirs(os.path.dirname(path), exist_ok=True)
                 atomic_write(path, data)
             except OSError:
                 pass
