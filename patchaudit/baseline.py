@@ -38,8 +38,12 @@ from typing import Iterable
 
 from patchaudit.inputs import source_lines
 from patchaudit.findings import Finding
+from patchaudit.reporters.escape import data, json_text
+from patchaudit.reporters.output import write_atomic
 
 VERSION = 1
+#: a baseline (or a file fingerprinted) larger than this is not read
+MAX_BASELINE_FILE = 256 * 1024 * 1024
 _DIGITS = re.compile(r"\d+")
 _SPACE = re.compile(r"\s+")
 
@@ -110,11 +114,12 @@ def ensure_fingerprints(findings: list[Finding]) -> None:
     for f in findings:
         if f.fingerprint is None:
             todo.setdefault(f.path, []).append(f)
+    from patchaudit.inputs.reader import read_bytes
+
     for path, fs in todo.items():
-        try:
-            with open(path, "rb") as fh:
-                lines = source_lines(fh.read().decode("utf-8", "surrogateescape"))
-        except OSError:
+        try:   # the one guarded reader: a regular file, bounded
+            lines = source_lines(read_bytes(path, MAX_BASELINE_FILE).decode("utf-8", "surrogateescape"))
+        except OSError:   # ReadError too
             lines = []
         assign_fingerprints(fs, lines, is_patch=classify(path) == PATCH)
 
@@ -155,8 +160,10 @@ def write_baseline(path: str, findings: list[Finding]) -> int:
     for f in findings:
         if f.fingerprint is None:
             raise BaselineError(f"{f.path}:{f.line}: finding without a fingerprint (internal error)")
-        entries.append({"path": _rel(f.path, base), "code": f.code, "line": f.line,
-                        "message": f.message, "fingerprint": f.fingerprint})
+        # a byte of a file name that is not UTF-8 is stored as the `\\xff` text every report uses
+        # (patchaudit/reporters/escape.py); filter_new compares in the same form
+        entries.append({"path": data(_rel(f.path, base)), "code": f.code, "line": f.line,
+                        "message": data(f.message), "fingerprint": f.fingerprint})
     entries.sort(key=lambda e: (e["path"], e["line"], e["code"], e["fingerprint"]))
     doc = {
         "patchaudit-baseline": VERSION,
@@ -165,20 +172,20 @@ def write_baseline(path: str, findings: list[Finding]) -> int:
         "findings": entries,
     }
     try:
-        with open(path, "w", encoding="utf-8") as fh:
-            json.dump(doc, fh, indent=2, ensure_ascii=False)
-            fh.write("\n")
+        write_atomic(path, json_text(doc) + "\n")   # whole or not at all
     except OSError as exc:
         raise BaselineError(f"{path}: cannot write the baseline: {exc.strerror or exc}") from None
     return len(entries)
 
 
 def read_baseline(path: str) -> list[Entry]:
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read()
-    except OSError as exc:
-        raise BaselineError(f"{path}: cannot read the baseline: {exc.strerror or exc}") from None
+    from patchaudit.inputs.reader import ReadError, read_bytes
+
+    try:   # a regular file (never /dev/zero or a FIFO), bounded
+        raw = read_bytes(path, MAX_BASELINE_FILE)
+    except ReadError as exc:
+        reason = exc.reason[len("cannot read: "):] if exc.reason.startswith("cannot read: ") else exc.reason
+        raise BaselineError(f"{path}: cannot read the baseline: {reason}") from None
     try:
         doc = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:
@@ -186,6 +193,10 @@ def read_baseline(path: str) -> list[Entry]:
         raise BaselineError(f"{path}:{line}: baseline is not valid UTF-8") from None
     except json.JSONDecodeError as exc:
         raise BaselineError(f"{path}:{exc.lineno}: baseline is not valid JSON: {exc.msg}") from None
+    except RecursionError:
+        raise BaselineError(f"{path}: baseline is not read: JSON nested too deeply") from None
+    except ValueError as exc:   # a number of more than 4300 digits (Python's int-string limit)
+        raise BaselineError(f"{path}: baseline is not read: {str(exc).split(':')[0]}") from None
     if not isinstance(doc, dict) or "patchaudit-baseline" not in doc:
         raise BaselineError(f"{path}: not a patchaudit baseline (no 'patchaudit-baseline' version key); "
                             f"write one with --write-baseline")
@@ -202,9 +213,14 @@ def read_baseline(path: str) -> list[Entry]:
             split_fingerprint(fp)
             out.append(Entry(str(item["path"]), str(item["code"]), int(item.get("line", 0)),
                              str(item.get("message", "")), fp))
-        except (KeyError, TypeError, ValueError, AttributeError):
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError):   # "line": Infinity
+            try:
+                shown = repr(item)
+            except (ValueError, RecursionError):   # pragma: no cover - json.loads refused those
+                shown = f"a {type(item).__name__}"
+            shown = shown if len(shown) <= 200 else shown[:197] + "..."
             raise BaselineError(f"{path}: findings[{k}]: expected an object with 'path', 'code' and a "
-                                f"fingerprint 'PRIMARY-CONTEXT-N', got {item!r}") from None
+                                f"fingerprint 'PRIMARY-CONTEXT-N', got {shown}") from None
     return out
 
 
@@ -220,7 +236,7 @@ def filter_new(findings: list[Finding], entries: list[Entry], baseline_path: str
         if f.fingerprint is None:
             loose.append(f)
             continue
-        groups.setdefault((_rel(f.path, base), split_fingerprint(f.fingerprint)[0]), []).append(f)
+        groups.setdefault((data(_rel(f.path, base)), split_fingerprint(f.fingerprint)[0]), []).append(f)
     new: list[Finding] = list(loose)
     hidden = 0
     for key, cur in groups.items():

@@ -62,7 +62,9 @@ def run() -> None:
     else:  # pragma: no cover - click always exits
         code = 0
     if isinstance(code, str):
-        sys.stderr.write(code + "\n")
+        from patchaudit.reporters.escape import safe
+
+        sys.stderr.write(safe(code) + "\n")
         code = 1
     try:
         sys.stdout.flush()

@@ -128,8 +128,11 @@ class FileError:
     line: int | None = None
 
     def __str__(self) -> str:
+        """The line printed on stderr: path and message escaped (patchaudit/reporters/escape.py)."""
+        from patchaudit.reporters.escape import safe
+
         where = f"{self.path}:{self.line}" if self.line else self.path
-        return f"{where}: error: {self.message}"
+        return safe(f"{where}: error: {self.message}")
 
     def to_json(self) -> dict[str, Any]:
         return {"path": self.path, "line": self.line, "message": self.message}

@@ -9,6 +9,7 @@ import click
 
 from patchaudit.commands.check import build_settings, emit, use_color
 from patchaudit.config import ConfigError, Settings
+from patchaudit.reporters.escape import safe, safe_lines, visible
 
 FORMATS = ["text", "markdown", "json", "sarif", "github"]
 
@@ -55,26 +56,30 @@ def _settings(paths, config, select, ignore, extend_select, tokenizer) -> Settin
 
 
 def render_text(report, color: bool = False) -> str:
+    """The text report; every value escaped (patchaudit/reporters/escape.py)."""
     from patchaudit.reporters.text import _style, format_finding
 
-    out = [_style(f"patchaudit bump {report.engine}: {report.old_name} -> {report.new_name}", color, bold=True)]
+    v = visible
+
+    out = [_style(f"patchaudit bump {v(report.engine)}: {v(report.old_name)} -> {v(report.new_name)}", color,
+                  bold=True)]
     if report.hunks:
         out.append("")
-        out.append(f"Hunks (on {report.old_name} -> on {report.new_name}):")
+        out.append(f"Hunks (on {v(report.old_name)} -> on {v(report.new_name)}):")
         for row in report.hunks:
-            old = row.old.label() if row.old else "-"
-            new = row.new.label() if row.new else "-"
+            old = v(row.old.label()) if row.old else "-"
+            new = v(row.new.label()) if row.new else "-"
             if row.moved_to:
-                new += f" (moved to {row.moved_to}: {row.moved.label() if row.moved else '?'})"
+                new += f" (moved to {v(row.moved_to)}: {v(row.moved.label()) if row.moved else '?'})"
             flag = "  [changed upstream]" if row.changed_upstream else ""
-            sym = f"  {row.symbol}" if row.symbol else ""
-            out.append(f"  {row.patch}:{row.patch_line}  {row.target}  #{row.hunk}{sym}  {old} -> {new}{flag}")
+            sym = f"  {v(row.symbol)}" if row.symbol else ""
+            out.append(f"  {v(row.patch)}:{row.patch_line}  {v(row.target)}  #{row.hunk}{sym}  {old} -> {new}{flag}")
     if report.findings:
         out.append("")
         out.extend(format_finding(f, color) for f in report.findings)
     out.append("")
     out.append(summary_line(report))
-    return "\n".join(out) + "\n"
+    return safe_lines("\n".join(out) + "\n")
 
 
 def summary_line(report) -> str:
@@ -82,7 +87,8 @@ def summary_line(report) -> str:
     for f in report.findings:
         by[f.severity.value] += 1
     counts = report.hunk_counts()
-    hunks = f"{len(report.hunks)} hunk{'s' if len(report.hunks) != 1 else ''} on {report.new_name}: " + ", ".join(
+    on_new = f"on {visible(report.new_name)}"
+    hunks = f"{len(report.hunks)} hunk{'s' if len(report.hunks) != 1 else ''} {on_new}: " + ", ".join(
         f"{v} {k}" for k, v in counts.items() if v) if report.hunks else "no hunks"
     n = len(report.findings)
     if not n:
@@ -131,16 +137,16 @@ def bump(paths, engine, old, new, select, ignore, extend_select, fmt, output, co
         report = run_bump(list(paths), name, resolve_revision(old, repo), resolve_revision(new, repo), settings,
                           strip=strip)
     except (ConfigError, BumpError) as exc:
-        click.echo(f"patchaudit: error: {exc}", err=True)
+        click.echo(safe(f"patchaudit: error: {exc}"), err=True)
         sys.exit(2)
     for err in report.errors:
-        click.echo(str(err), err=True)
+        click.echo(safe(err), err=True)
     if fmt == "text":
         text = render_text(report, color=use_color(output))
     elif fmt == "json":
-        import json
+        from patchaudit.reporters.escape import json_text
 
-        text = json.dumps(report.to_json(), indent=2, ensure_ascii=False) + "\n"
+        text = json_text(report.to_json()) + "\n"
     else:
         text = render(fmt, report)
     emit(text, output)

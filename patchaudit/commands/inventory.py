@@ -21,7 +21,6 @@ engine is bad.  The inventory lists; `patchaudit check --engine ...` judges
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from dataclasses import asdict, dataclass, field
@@ -31,6 +30,7 @@ import click
 
 from patchaudit.commands.check import emit, parse_engine_option
 from patchaudit.config import ConfigError, Settings, find_pyproject, load_pyproject
+from patchaudit.reporters.escape import json_text, md_code, md_text, safe, safe_lines, visible
 
 _HEADER_DEF = re.compile(r"^\s*(?:async\s+)?(?:def|class)\s+([A-Za-z_]\w*)")
 
@@ -183,7 +183,7 @@ def build_inventory(paths: list[str], settings: Settings) -> Inventory:
 
     inv = Inventory()
     files, errors = discover(paths, settings.exclude)
-    inv.errors.extend(errors)
+    inv.errors.extend(list(getattr(settings, "problems", ())) + list(errors))
     engines = open_engines(settings)
     ctxs = engines.contexts() if engines is not None else []
     packages = engine_packages(settings)
@@ -193,11 +193,13 @@ def build_inventory(paths: list[str], settings: Settings) -> Inventory:
         if src.kind not in (PATCH, PYTHON):
             continue
         inv.files += 1
-        try:
-            with open(src.path, "rb") as fh:
-                data = fh.read()
-        except OSError as exc:
-            inv.errors.append(FileError(src.path, f"cannot read: {exc.strerror or exc}"))
+        from patchaudit.inputs.reader import ReadError, read_bytes
+        from patchaudit.runner import read_error
+
+        try:   # the one guarded reader: a FIFO or a device is refused, never opened
+            data = read_bytes(src.path, settings.max_file_size)
+        except ReadError as exc:
+            inv.errors.append(read_error(exc))
             continue
         try:
             if src.kind == PATCH:
@@ -224,6 +226,7 @@ COLUMNS = ("symbol", "how", "where", "exists", "definition", "note")
 
 
 def _cells(r: Row, many_engines: bool) -> list[str]:
+    """The cells of a row, raw (each renderer escapes them for its format)."""
     how = r.how if r.source == "monkey-patch" else "hunk"
     detail = f" ({r.detail})" if r.detail else ""
     exists = r.exists
@@ -240,39 +243,40 @@ def _summary_line(inv: Inventory) -> str:
     if inv.engines:
         states = ", ".join(f"{v} {k}" for k, v in sorted(s["exists"].items()))
         parts.append(f"checked against {', '.join(inv.engines)}: {states or 'nothing to check'}")
-    return "; ".join(parts) + "."
+    return visible("; ".join(parts) + ".")
 
 
 def render_text(inv: Inventory) -> str:
     """One block per engine symbol: its sites, and under each site what every
-    engine checked says."""
+    engine checked says.  Every value escaped (patchaudit/reporters/escape.py)."""
+    v = visible
     if not inv.rows:
-        return "No engine symbol is patched.\n" + _summary_line(inv) + "\n"
+        return safe_lines("No engine symbol is patched.\n" + _summary_line(inv) + "\n")
     out: list[str] = []
     groups: dict[str, dict[tuple[str, int], list[Row]]] = {}
     for r in inv.rows:
         groups.setdefault(r.symbol, {}).setdefault((r.path, r.line), []).append(r)
     how_w = max(len(r.how) for r in inv.rows)
     for symbol, sites in groups.items():
-        out.append(symbol)
+        out.append(v(symbol))
         for (path, line), rows in sites.items():
             first = rows[0]
-            detail = f"  ({first.detail})" if first.detail else ""
-            out.append(f"    {first.how.ljust(how_w)}  {path}:{line}{detail}")
+            detail = f"  ({v(first.detail)})" if first.detail else ""
+            out.append(f"    {v(first.how).ljust(how_w)}  {v(path)}:{line}{detail}")
             for r in rows:
                 if r.engine is None:
                     if r.note:
-                        out.append(f"    {' ' * how_w}  {r.note}")
+                        out.append(f"    {' ' * how_w}  {v(r.note)}")
                     continue
-                where = f" at {r.definition}" if r.definition else ""
-                engine = f"{r.engine}: " if r.engine else ""
-                note = f" ({r.note})" if r.note else ""
-                out.append(f"    {' ' * how_w}  {engine}{r.exists}{where}{note}")
-    return "\n".join(out) + "\n\n" + _summary_line(inv) + "\n"
+                where = f" at {v(r.definition)}" if r.definition else ""
+                engine = f"{v(r.engine)}: " if r.engine else ""
+                note = f" ({v(r.note)})" if r.note else ""
+                out.append(f"    {' ' * how_w}  {engine}{v(r.exists)}{where}{note}")
+    return safe_lines("\n".join(out) + "\n\n" + _summary_line(inv) + "\n")
 
 
 def _md(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    return md_text(text, table=True)
 
 
 def render_markdown(inv: Inventory) -> str:
@@ -284,30 +288,30 @@ def render_markdown(inv: Inventory) -> str:
         rows = [c[:3] + c[5:] for c in rows]
     out = ["## Patch surface", ""]
     if inv.engines:
-        out += [f"Engines: {', '.join(f'`{e}`' for e in inv.engines)}", ""]
+        out += [f"Engines: {', '.join(md_code(e) for e in inv.engines)}", ""]
     if rows:
         out.append("| " + " | ".join(headers) + " |")
         out.append("|" + "|".join("---" for _ in headers) + "|")
         for c in rows:
-            cells = [f"`{_md(c[0])}`"] + [_md(x) for x in c[1:]]
-            cells[2] = f"`{cells[2]}`"
+            cells = [md_code(c[0], table=True)] + [_md(x) for x in c[1:]]
+            cells[2] = md_code(c[2], table=True)
             if inv.engines and c[4]:
-                cells[4] = f"`{cells[4]}`"
+                cells[4] = md_code(c[4], table=True)
             out.append("| " + " | ".join(cells) + " |")
         out.append("")
     else:
         out += ["No engine symbol is patched.", ""]
-    out.append(_summary_line(inv))
-    return "\n".join(out) + "\n"
+    out.append(_md(_summary_line(inv)))
+    return safe_lines("\n".join(out) + "\n")
 
 
 def render_json(inv: Inventory) -> str:
-    return json.dumps({
+    return json_text({
         "engines": inv.engines,
         "rows": [r.to_json() for r in inv.rows],
         "summary": inv.summary(),
         "errors": [e.to_json() for e in inv.errors],
-    }, indent=2, ensure_ascii=False) + "\n"
+    }) + "\n"
 
 
 RENDERERS = {"text": render_text, "markdown": render_markdown, "json": render_json}
@@ -334,9 +338,9 @@ def inventory(paths, engine, fmt, output, config) -> None:
             settings.engines = [parse_engine_option(e) for e in engine]
         inv = build_inventory(paths, settings)
     except (ConfigError, RunError) as exc:
-        click.echo(f"patchaudit: error: {exc}", err=True)
+        click.echo(safe(f"patchaudit: error: {exc}"), err=True)
         sys.exit(2)
     for err in inv.errors:
-        click.echo(str(err), err=True)
+        click.echo(safe(err), err=True)
     emit(RENDERERS[fmt](inv), output)
     sys.exit(2 if inv.errors else 0)

@@ -6,6 +6,7 @@ import json
 
 import click
 
+from patchaudit.reporters.escape import safe, text_block
 from patchaudit.rule import all_rules
 
 
@@ -15,7 +16,7 @@ def rules_cmd(fmt: str) -> None:
     """List the rules: code, name, default severity, what it needs."""
     rules = all_rules()
     if fmt == "json":
-        click.echo(json.dumps([{
+        click.echo(json.dumps([{  # output-safe: ASCII JSON (ensure_ascii) of the built-in rule pack
             "code": r.code, "name": r.name, "severity": r.severity.value,
             "default": r.default_enabled, "needs": sorted(r.needs), "summary": r.summary(),
         } for r in rules.values()], indent=2))
@@ -23,8 +24,8 @@ def rules_cmd(fmt: str) -> None:
     for r in rules.values():
         needs = f" [needs {', '.join(sorted(r.needs))}]" if r.needs else ""
         off = " (off by default)" if not r.default_enabled else ""
-        click.echo(f"{r.code}  {r.name:<34} {r.severity.value:<7}{needs}{off}")
-        click.echo(f"       {r.summary()}")
+        click.echo(safe(f"{r.code}  {r.name:<34} {r.severity.value:<7}{needs}{off}"))
+        click.echo(safe(f"       {r.summary()}"))
 
 
 @click.command("explain")
@@ -34,9 +35,10 @@ def explain(code: str) -> None:
     rules = all_rules()
     rule = rules.get(code.upper()) or next((r for r in rules.values() if r.name == code), None)
     if rule is None:
-        raise click.UsageError(f"unknown rule {code!r}; `patchaudit rules` lists them")
+        raise click.UsageError(safe(f"unknown rule {code!r}; `patchaudit rules` lists them"))
     needs = ", ".join(sorted(rule.needs)) or "nothing beyond the input"
-    click.echo(f"# {rule.code} {rule.name}\n")
-    click.echo(f"Default severity: {rule.severity.value}. Needs: {needs}."
-               f"{'' if rule.default_enabled else ' Off by default: enable with --select ' + rule.code + '.'}\n")
-    click.echo(rule.docs())
+    click.echo(safe(f"# {rule.code} {rule.name}") + "\n")
+    click.echo(safe(f"Default severity: {rule.severity.value}. Needs: {needs}."
+                    f"{'' if rule.default_enabled else ' Off by default: enable with --select ' + rule.code + '.'}")
+               + "\n")
+    click.echo(text_block(rule.docs()))

@@ -29,10 +29,19 @@ from typing import IO, Any, Callable, Iterator, Sequence
 
 import click
 
+from patchaudit.reporters.escape import json_text, safe, safe_lines, visible
+
 #: samples decoded and re-encoded together
 BATCH = 256
 #: errors kept for the JSON report (all of them go to stderr)
 MAX_ERRORS_KEPT = 1000
+#: the longest JSONL line read (a recorded sample of a million ids is about 8 MB): a
+#: longer one, such as a gzip "line bomb" that inflates to gigabytes without a newline,
+#: is reported and skipped without being gathered in memory
+MAX_LINE = 64 * 1024 * 1024
+#: the largest JSONL file on disk read (recorded rollouts are streamed: only one line
+#: is in memory at a time)
+MAX_FILE = 1 << 40
 _BOM = b"\xef\xbb\xbf"
 
 
@@ -145,8 +154,12 @@ class Auditor:
         self._holes = tok.unknown_ids()
 
     # ----- one line --------------------------------------------------------
-    def parse_line(self, raw: bytes) -> tuple[list[int], str | None] | None:
-        """The ids (and sample id) of one JSONL line; None for a blank line; InputError otherwise."""
+    def parse_line(self, raw: bytes | None) -> tuple[list[int], str | None] | None:
+        """The ids (and sample id) of one JSONL line; None for a blank line; InputError otherwise.
+
+        `raw` is None for a line longer than `MAX_LINE` (see `iter_lines`)."""
+        if raw is None:
+            raise InputError(f"line longer than {MAX_LINE} bytes: not read")
         if not raw.strip():
             return None
         try:
@@ -155,6 +168,10 @@ class Auditor:
             raise InputError(f"not valid UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})") from None
         except json.JSONDecodeError as exc:
             raise InputError(f"not valid JSON: {exc.msg} (column {exc.colno})") from None
+        except RecursionError:
+            raise InputError("not read: JSON nested too deeply") from None
+        except ValueError as exc:   # a number of more than 4300 digits (Python's int-string limit)
+            raise InputError(f"not read: {str(exc).split(':')[0]}") from None
         if isinstance(obj, list):
             value = obj
         elif isinstance(obj, dict):
@@ -240,9 +257,24 @@ class _Counting(io.RawIOBase):
         super().close()
 
 
-def iter_lines(path: str, on_read: Callable[[int], None] | None = None) -> Iterator[tuple[int, bytes]]:
-    """(line number, raw line) of a JSONL file, `.gz` read on the fly; OSError/InputError for the file."""
-    raw = open(path, "rb")
+def iter_lines(path: str, on_read: Callable[[int], None] | None = None) -> Iterator[tuple[int, bytes | None]]:
+    """(line number, raw line) of a JSONL file, `.gz` read on the fly; InputError for the file.
+
+    The file is opened through the one guarded reader (a regular file: a FIFO or a
+    device such as /dev/zero is refused, never read).  A line longer than `MAX_LINE`
+    bytes, as a gzip line bomb inflates to, is skipped as it is read, never kept: it
+    is yielded as `(n, None)`, and the lines after it are read as usual."""
+    import zlib
+
+    from patchaudit.inputs.discover import read_error_message
+    from patchaudit.inputs.reader import ReadError, open_regular
+
+    try:
+        raw = open_regular(path, MAX_FILE)
+    except ReadError as exc:
+        if not os.path.lexists(path):
+            raise InputError("no such file") from None
+        raise InputError(read_error_message(exc)) from None
     counting = _Counting(raw)
     stream: IO[bytes] = io.BufferedReader(counting, 1 << 20)
     if path.endswith(".gz"):
@@ -250,14 +282,24 @@ def iter_lines(path: str, on_read: Callable[[int], None] | None = None) -> Itera
     n = 0
     try:
         last = 0
-        for n, line in enumerate(stream, 1):
-            if n == 1 and line.startswith(_BOM):
+        while True:
+            line: bytes | None = stream.readline(MAX_LINE + 1)
+            if not line:
+                break
+            n += 1
+            if len(line) > MAX_LINE and not line.endswith(b"\n"):
+                while True:   # the rest of the line, in bounded pieces, dropped
+                    piece = stream.readline(1 << 20)
+                    if not piece or piece.endswith(b"\n"):
+                        break
+                line = None
+            elif n == 1 and line.startswith(_BOM):
                 line = line[len(_BOM):]
             if on_read is not None and counting.pos != last:
                 on_read(counting.pos - last)
                 last = counting.pos
             yield n, line
-    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+    except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
         raise InputError(f"cannot read{f' after line {n}' if n else ''}: {exc}") from None
     finally:
         stream.close()
@@ -291,8 +333,9 @@ class Progress:
         frac = min(self.done / self.total, 1.0)
         fill = int(frac * self.WIDTH)
         mb = 1024 * 1024
-        self.stream.write(f"\r\x1b[K[{'#' * fill}{'-' * (self.WIDTH - fill)}] {frac * 100:5.1f}% "
-                          f"{self.done / mb:.1f}/{self.total / mb:.1f} MB  {self.note}")
+        bar = (f"\r\x1b[K[{'#' * fill}{'-' * (self.WIDTH - fill)}] {frac * 100:5.1f}% "
+               f"{self.done / mb:.1f}/{self.total / mb:.1f} MB  {safe(self.note)}")
+        self.stream.write(bar)  # output-safe: numbers, and the note escaped
         self.stream.flush()
         self._shown = True
 
@@ -304,21 +347,23 @@ class Progress:
 
 
 def _fmt_span(ids: Sequence[int], toks: Sequence[str]) -> str:
-    return f"[{', '.join(map(str, ids))}] ({', '.join(repr(t) for t in toks)})"
+    return f"[{', '.join(map(str, ids))}] ({', '.join(visible(repr(t)) for t in toks)})"
 
 
 def format_sample(s: Sample, tok) -> str:
-    who = f" (id {s.sample_id})" if s.sample_id is not None else ""
+    """A sample's lines of the text report; every value escaped (patchaudit/reporters/escape.py)."""
+    who = f" (id {visible(s.sample_id)})" if s.sample_id is not None else ""
+    where = f"{visible(s.path)}:{s.line}{who}"
     if not s.differences:
-        return f"{s.path}:{s.line}{who}: round-trips unchanged, length {len(s.ids)}"
+        return safe_lines(f"{where}: round-trips unchanged, length {len(s.ids)}")
     n = len(s.differences)
-    head = (f"{s.path}:{s.line}{who}: drifts under decode and re-encode: {n} difference{'s' * (n != 1)}, "
+    head = (f"{where}: drifts under decode and re-encode: {n} difference{'s' * (n != 1)}, "
             f"length {len(s.ids)} -> {len(s.reencoded or [])}")
     lines = [head]
     for d in s.differences:
         lines.append(f"    [{d.start}:{d.end}] {_fmt_span(d.ids, tok.tokens(d.ids))} -> "
                      f"{_fmt_span(d.becomes, tok.tokens(d.becomes))}")
-    return "\n".join(lines)
+    return safe_lines("\n".join(lines))
 
 
 class Writer:
@@ -338,22 +383,22 @@ class Writer:
 
     def begin(self, header: dict[str, Any]) -> None:
         if self.fmt == "json":
-            head = json.dumps(header, indent=2)[:-2]  # drop the closing "\n}"
+            head = json_text(header)[:-2]  # drop the closing "\n}"
             self._write(head + ',\n  "samples": [')
 
     def sample(self, s: Sample, tok) -> None:
         if self.fmt == "json":
-            self._write(("," if self._n else "") + "\n    " + json.dumps(s.to_json(tok), ensure_ascii=False))
+            self._write(("," if self._n else "") + "\n    " + json_text(s.to_json(tok), indent=None))
         else:
             self._write(format_sample(s, tok) + "\n")
         self._n += 1
 
     def end(self, summary: dict[str, Any], errors: list[dict[str, Any]], top_text: str) -> None:
         if self.fmt == "json":
-            tail = json.dumps({"errors": errors, "summary": summary}, indent=2, ensure_ascii=False)
+            tail = json_text({"errors": errors, "summary": summary})
             self._write(("\n  " if self._n else "") + "],\n" + tail[2:] + "\n")
         else:
-            self._write(top_text)
+            self._write(safe_lines(top_text))
 
 
 def summary_text(aud: Auditor, files: int, errors: int, top: int) -> str:
@@ -417,7 +462,7 @@ def run_audit(files: Sequence[str], tok, *, field: str, id_field: str | None, fm
             errors.append({"path": path, "line": line, "message": message})
         progress.clear()
         where = f"{path}:{line}" if line else path
-        err.write(f"{where}: error: {message}\n")
+        err.write(safe(f"{where}: error: {message}") + "\n")
         err.flush()
 
     def flush(pending: list[Sample]) -> None:
@@ -493,20 +538,30 @@ def tokens(files, tokenizer, field, id_field, fmt, output, top, all_samples, sum
     try:
         tok = load_tokenizer(_resolve_tokenizer(tokenizer, config, files))
     except (TokenizerError, ConfigError) as exc:
-        click.echo(f"patchaudit: error: {exc}", err=True)
+        click.echo(safe(f"patchaudit: error: {exc}"), err=True)
         sys.exit(2)
     if progress is None:
         progress = sys.stderr.isatty()
+    from patchaudit.reporters.output import AtomicFile
+
+    # the report file is written whole or not at all (a temporary file renamed over it at the end)
     try:
-        out = open(output, "w", encoding="utf-8") if output else sys.stdout
+        out = AtomicFile(output) if output else sys.stdout
     except OSError as exc:
-        click.echo(f"patchaudit: error: {output}: cannot write: {exc.strerror or exc}", err=True)
+        click.echo(safe(f"patchaudit: error: {output}: cannot write: {exc.strerror or exc}"), err=True)
         sys.exit(2)
     try:
         code = run_audit(list(files), tok, field=field, id_field=id_field, fmt=fmt, out=out, err=sys.stderr,
                          top=top, all_samples=all_samples, summary_only=summary_only, progress_enabled=progress,
                          out_is_terminal=output is None and sys.stdout.isatty())
-    finally:
+    except BaseException:
         if output:
-            out.close()
+            out.discard()
+        raise
+    if output:
+        try:
+            out.commit()
+        except OSError as exc:
+            click.echo(safe(f"patchaudit: error: {output}: cannot write: {exc.strerror or exc}"), err=True)
+            sys.exit(2)
     sys.exit(code)

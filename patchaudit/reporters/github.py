@@ -7,19 +7,24 @@ Severity maps to `error`, `warning` and `notice`.  The message carries the
 engine location and the trace (as escaped newlines, so the command stays on
 one line).  Files that could not be read follow as `::error` lines.  Paths are
 as reported, relative to the working directory: run from the repository root.
+
+Escaping (patchaudit/reporters/escape.py): property values and the message
+follow the runner's rules (`%` `\r` `\n` as `%25` `%0D` `%0A`; in properties
+also `:` `,` as `%3A` `%2C`), so `file=` names the real file even when its
+name holds a newline; every other control character is a visible escape
+(`\x1b`), and a path, symbol or note quoted inside the message is escaped
+whole (its newline shows as `\n`), so every line of the output is one of
+these annotations.
 """
 
 from __future__ import annotations
 
+from patchaudit.reporters.escape import command_data, command_property, visible
+
 _LEVEL = {"error": "error", "warning": "warning", "info": "notice"}
 
-
-def escape_data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-
-def escape_property(text: str) -> str:
-    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
+escape_data = command_data
+escape_property = command_property
 
 
 def _path(p: str) -> str:
@@ -41,10 +46,11 @@ def format_finding(f) -> str:
     props.append(f"title={escape_property(f'{f.code} {f.name}')}")
     message = f.message
     if f.target is not None:
-        where = f.target.path + (f":{f.target.line}" if f.target.line else "")
-        message += f"\nengine: {where}" + (f" in {f.target.symbol}" if f.target.symbol else "")
+        where = visible(f.target.path) + (f":{f.target.line}" if f.target.line else "")
+        message += f"\nengine: {where}" + (f" in {visible(f.target.symbol)}" if f.target.symbol else "")
     if f.trace:
-        message += "\ntrace:" + "".join(f"\n  {k}. {s.path}:{s.line}: {s.note}" for k, s in enumerate(f.trace, 1))
+        message += "\ntrace:" + "".join(f"\n  {k}. {visible(s.path)}:{s.line}: {visible(s.note)}"
+                                        for k, s in enumerate(f.trace, 1))
     return f"::{_LEVEL[f.severity.value]} {','.join(props)}::{escape_data(message)}"
 
 

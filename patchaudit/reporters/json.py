@@ -4,12 +4,16 @@ Each finding is an object with code, name, severity (error/warning/info),
 message, path, line, column, end_line, end_column, target ({path, line,
 symbol} in the engine file for a finding in a patch, else null), trace (a list
 of {path, line, note}) and fingerprint.
+
+Strings are exact, except that a byte of a file name that is not UTF-8 is the
+text `\\xff` (so the report is valid UTF-8); characters a terminal would act
+on are JSON `\\u` escapes (patchaudit/reporters/escape.py, `json_text`).
 """
 
 from __future__ import annotations
 
-import json
+from patchaudit.reporters.escape import json_text
 
 
 def render(result, *, color: bool = False, rules=None) -> str:
-    return json.dumps([f.to_json() for f in result.findings], indent=2, ensure_ascii=False) + "\n"
+    return json_text([f.to_json() for f in result.findings]) + "\n"

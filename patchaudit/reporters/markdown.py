@@ -16,28 +16,21 @@ from __future__ import annotations
 
 from collections import Counter
 
+from patchaudit.reporters.escape import md_code, md_fence, md_text, safe_lines, visible
+
 LIMIT = 60_000
 _ICON = {"error": ":x:", "warning": ":warning:", "info": ":information_source:"}
 
 
 def _escape(text: str, table: bool = False) -> str:
-    """Markdown-safe text: `<` outside code spans never opens HTML; in a table cell `|`
-    is escaped everywhere (GFM reads `\\|` as a pipe even inside code spans)."""
-    parts = text.split("`")
-    for i in range(0, len(parts), 2):          # outside backticks
-        parts[i] = parts[i].replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    out = "`".join(parts)
-    if table:
-        out = out.replace("\n", " ").replace("|", "\\|")
-    return out
+    """Markdown-safe text (escape.md_text): its code spans kept, `<` `>` `&` outside them as
+    entities, unpaired backticks escaped, in a table cell `|` escaped everywhere."""
+    return md_text(text, table)
 
 
 def _code(text: str, table: bool = False) -> str:
-    text = text.replace("\n", " ")
-    fence = "``" if "`" in text else "`"
-    pad = " " if text.startswith("`") or text.endswith("`") else ""
-    out = f"{fence}{pad}{text}{pad}{fence}"
-    return out.replace("|", "\\|") if table else out
+    """`text` as one code span that nothing in it can close (escape.md_code)."""
+    return md_code(text, table)
 
 
 def _plural(n: int, word: str) -> str:
@@ -68,10 +61,10 @@ def _finding_block(f, with_hunk: bool) -> list[str]:
     for k, step in enumerate(f.trace, 1):
         lines.append(f"  {k}. {_code(f'{step.path}:{step.line}')} {_escape(step.note)}")
     if with_hunk and f.context:
-        body = "\n".join(f.context)
-        fence = "~~~~" if "```" in body else "```"
+        body = [visible(line) for line in f.context]
+        fence = md_fence(body)
         lines += ["  <details><summary>hunk</summary>", "", f"  {fence}diff"]
-        lines += [f"  {l}" for l in f.context]
+        lines += [f"  {line}" for line in body]
         lines += [f"  {fence}", "  </details>"]
     return lines
 
@@ -94,7 +87,7 @@ def render_bump(report, with_hunks: bool = True, max_findings: int | None = None
 
     rules = all_rules()
     counts = report.hunk_counts()
-    out = [f"### patchaudit bump `{report.engine}`: {_code(report.old_name)} → {_code(report.new_name)}", ""]
+    out = [f"### patchaudit bump {_code(report.engine)}: {_code(report.old_name)} → {_code(report.new_name)}", ""]
     hunk_txt = ", ".join(f"{v} {k}" for k, v in counts.items() if v) or "none"
     out.append(f"{_severity_counts(report.findings)} in {_plural(len(report.patches), 'patch file')} · "
                f"{_plural(len(report.hunks), 'hunk')} on {_escape(report.new_name)}: {hunk_txt}")
@@ -121,7 +114,7 @@ def render_bump(report, with_hunks: bool = True, max_findings: int | None = None
         c = Counter((f.code, f.severity.value) for f in report.findings)
         for (code, sev), n in sorted(c.items()):
             name = rules[code].name if code in rules else ""
-            out.append(f"| {code} {name} | {sev} | {n} |")
+            out.append(f"| {_escape(f'{code} {name}', True)} | {sev} | {n} |")
     moved = [r for r in report.relocations]
     if moved:
         out += ["", "**Files that no longer exist in " + _escape(report.new_name) + "**", ""]
@@ -149,7 +142,7 @@ def render_bump(report, with_hunks: bool = True, max_findings: int | None = None
         out += ["", f"_{_plural(hidden, 'more finding')} not shown (comment size limit): run "
                     f"`patchaudit bump --format json` for the full report._"]
     out += ["", f"<sub>from {_escape(report.old_label)} to {_escape(report.new_label)}</sub>"]
-    return "\n".join(out) + "\n"
+    return safe_lines("\n".join(out) + "\n")
 
 
 def render_check(result) -> str:
@@ -159,7 +152,7 @@ def render_check(result) -> str:
         out += _finding_block(f, True)
     for e in getattr(result, "errors", []) or []:
         out.append(f"- :no_entry: {_code(str(e))}")
-    return "\n".join(out) + "\n"
+    return safe_lines("\n".join(out) + "\n")
 
 
 def render(result, *, color: bool = False, rules=None) -> str:

@@ -17,32 +17,50 @@ level and whether the rule is on by default), one result per finding:
 Files that could not be read become `toolExecutionNotifications` and make
 `executionSuccessful` false.  The output validates against the official
 schema (tests/test_sarif.py).
+
+URIs percent-encode the bytes of the file name, so a name that is not UTF-8 is
+exact (`x%FF.py`); texts are as in the json report: exact, but an undecodable
+byte is the text `\\xff` (patchaudit/reporters/escape.py).
 """
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
+
+from patchaudit.reporters.escape import json_text, path_bytes
 
 SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 FINGERPRINT_KEY = "patchaudit/v1"
 _LEVEL = {"error": "error", "warning": "warning", "info": "note"}
 
 
+def _quote(path: str) -> str:
+    """A relative URI reference for `path`: its bytes percent-encoded."""
+    return quote(path_bytes(path), safe="/")
+
+
+def _file_uri(path: str) -> str:
+    try:
+        return Path(path).as_uri()
+    except (UnicodeEncodeError, ValueError):
+        posix = Path(path).as_posix()
+        return "file://" + ("" if posix.startswith("/") else "/") + _quote(posix)
+
+
 def _uri(path: str) -> dict[str, Any]:
     """An artifactLocation for a reported path (relative to %SRCROOT% when it can be)."""
     p = Path(path)
     if p.is_absolute():
-        return {"uri": p.as_uri()}
+        return {"uri": _file_uri(path)}
     posix = path.replace(os.sep, "/")
     while posix.startswith("./"):
         posix = posix[2:]
     if posix.startswith("../"):
-        return {"uri": Path(os.path.abspath(path)).as_uri()}
-    return {"uri": quote(posix, safe="/"), "uriBaseId": "%SRCROOT%"}
+        return {"uri": _file_uri(os.path.abspath(path))}
+    return {"uri": _quote(posix), "uriBaseId": "%SRCROOT%"}
 
 
 def _region(line: int, column: int | None = None, end_line: int | None = None,
@@ -105,7 +123,7 @@ def result_object(f, rule_index: dict[str, int]) -> dict[str, Any]:
         where = f.target.path + (f":{f.target.line}" if f.target.line else "")
         sym = f" in {f.target.symbol}" if f.target.symbol else ""
         rel: dict[str, Any] = {"physicalLocation": {"artifactLocation": {
-            "uri": quote(f.target.path.replace(os.sep, "/").lstrip("/"), safe="/"), "uriBaseId": "ENGINEROOT"}}}
+            "uri": _quote(f.target.path.replace(os.sep, "/").lstrip("/")), "uriBaseId": "ENGINEROOT"}}}
         if f.target.line:
             rel["physicalLocation"]["region"] = _region(f.target.line)
         rel["message"] = {"text": f"in the engine: {where}{sym}"}
@@ -164,7 +182,7 @@ def to_sarif(result, rules=None) -> dict[str, Any]:
     invocation: dict[str, Any] = {"executionSuccessful": not errors}
     if notifications:
         invocation["toolExecutionNotifications"] = notifications
-    cwd = Path.cwd().as_uri()
+    cwd = _file_uri(os.getcwd())
     return {
         "$schema": SCHEMA,
         "version": "2.1.0",
@@ -188,4 +206,4 @@ def to_sarif(result, rules=None) -> dict[str, Any]:
 
 
 def render(result, *, color: bool = False, rules=None) -> str:
-    return json.dumps(to_sarif(result, rules), indent=2, ensure_ascii=False) + "\n"
+    return json_text(to_sarif(result, rules)) + "\n"

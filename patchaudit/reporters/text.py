@@ -1,8 +1,15 @@
-"""Text output in ruff's shape: `path:line:col: CODE message`, then details."""
+"""Text output in ruff's shape: `path:line:col: CODE message`, then details.
+
+Every value from the checkout goes through `escape.visible()` and every block
+through `escape.safe_lines()`: control characters show as escapes and no line
+starts a CI workflow command (patchaudit/reporters/escape.py).
+"""
 
 from __future__ import annotations
 
 import click
+
+from patchaudit.reporters.escape import safe_lines, visible
 
 _SEV_COLOR = {"error": "red", "warning": "yellow", "info": "cyan"}
 
@@ -12,22 +19,22 @@ def _style(text: str, color: bool, **kw) -> str:
 
 
 def format_finding(f, color: bool = False) -> str:
-    head = (f"{_style(f.path, color, bold=True)}:{f.line}:{f.column}: "
-            f"{_style(f.code, color, fg=_SEV_COLOR.get(f.severity.value), bold=True)} "
-            f"{f.message}")
+    head = (f"{_style(visible(f.path), color, bold=True)}:{f.line}:{f.column}: "
+            f"{_style(visible(f.code), color, fg=_SEV_COLOR.get(f.severity.value), bold=True)} "
+            f"{visible(f.message)}")
     out = [head]
     if f.target is not None:
-        where = f.target.path + (f":{f.target.line}" if f.target.line else "")
-        sym = f" in {f.target.symbol}" if f.target.symbol else ""
+        where = visible(f.target.path) + (f":{f.target.line}" if f.target.line else "")
+        sym = f" in {visible(f.target.symbol)}" if f.target.symbol else ""
         out.append(f"  {_style('-->', color, fg='blue')} {where}{sym}")
     if f.trace:
         out.append("  trace:")
         for k, step in enumerate(f.trace, 1):
-            out.append(f"    {k}. {step.path}:{step.line}: {step.note}")
+            out.append(f"    {k}. {visible(step.path)}:{step.line}: {visible(step.note)}")
     if f.context:
         for line in f.context:
-            out.append(f"   {_style('|', color, fg='blue')} {line}")
-    return "\n".join(out)
+            out.append(f"   {_style('|', color, fg='blue')} {visible(line)}")
+    return safe_lines("\n".join(out))
 
 
 def summary(result) -> str:
@@ -49,7 +56,7 @@ def hunk_summary(hunks: list[dict]) -> str:
     counts: dict[str, int] = {}
     for h in hunks:
         counts[h["status"]] = counts.get(h["status"], 0) + 1
-    order = ["clean", "offset", "fuzz", "failed", "already-applied", "missing-file"]
+    order = ["clean", "offset", "fuzz", "failed", "already-applied", "missing-file", "unreadable", "malformed"]
     head = "Hunks: " + ", ".join(f"{counts[k]} {k}" for k in order if k in counts)
     lines = [head]
     for h in hunks:
@@ -61,9 +68,10 @@ def hunk_summary(hunks: list[dict]) -> str:
         elif h["status"] == "fuzz":
             detail = f"fuzz {h['fuzz']}" + (f", offset {h['offset']}" if h["offset"] else "")
         at = f":{h['engine_line']}" if h.get("engine_line") else ""
-        sym = f" in {h['symbol']}" if h.get("symbol") else ""
-        lines.append(f"  {h['patch']}:{h['patch_line']}: hunk #{h['hunk']} {detail} -> {h['target']}{at}{sym}")
-    return "\n".join(lines)
+        sym = f" in {visible(h['symbol'])}" if h.get("symbol") else ""
+        lines.append(f"  {visible(h['patch'])}:{h['patch_line']}: hunk #{h['hunk']} {detail} -> "
+                     f"{visible(h['target'])}{at}{sym}")
+    return safe_lines("\n".join(lines))
 
 
 def render(result, *, color: bool = False, rules=None) -> str:
@@ -74,4 +82,4 @@ def render(result, *, color: bool = False, rules=None) -> str:
     hunks = hunk_summary(getattr(result, "hunks", None) or [])
     if hunks:
         out += hunks + "\n"
-    return out + summary(result) + "\n"
+    return safe_lines(out + summary(result) + "\n")
