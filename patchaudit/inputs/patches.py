@@ -446,6 +446,9 @@ class _Scanner:
             if src_start < prev.source_start + prev.source_length and src_len and prev.source_length:
                 self.problem(i, f"hunks out of order or overlapping: this hunk starts at line {src_start}, "
                                 f"before the previous hunk (line {prev.header_line}) ends")
+        if not broken and all(l.kind == " " for l in body):
+            # `@@ -1,0 +1,0 @@`, or context only: GNU patch ("malformed patch") and git refuse it
+            self.problem(i, "hunk has no added or removed line (GNU patch and git refuse it as malformed)")
         if not broken:
             self.cur.hunks.append(hunk)
         return max(j, i + 1)

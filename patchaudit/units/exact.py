@@ -9,6 +9,16 @@ engine symbol.  Per-hunk results (clean / offset / fuzz / failed /
 already-applied) feed PA201, PA202, PA208; a patched file that does not parse
 feeds PA302.  A hunk that fails still gets its fragment-mode units, so the
 rules still judge what it adds.
+
+One bad input costs the smallest unit it belongs to (SECURITY.md, promise 6): a
+hunk the applier refuses (no added or removed line) is left out of the
+application and marked "malformed" (PA301 reports it), the other hunks of the
+file apply; an engine file over `max-file-size` (or one the engine source
+cannot read) is reported once per run as an error naming it and the limit, the
+rules see the engine without it, and a section whose pre-image it is is judged
+in fragment mode ("unreadable"); an unexpected failure inside one file section
+is an error naming the patch and the section's line, and that section falls
+back to fragment mode while the other sections keep their exact results.
 """
 
 from __future__ import annotations
@@ -16,6 +26,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import os
+
+from patchaudit.findings import FileError
 from patchaudit.inputs.engine import EngineError, EngineSource, detect_strip, map_path, open_engine
 from patchaudit.units import LineInfo, PythonUnit, TextUnit
 from patchaudit.units.symbols import EngineIndex, FuncInfo, ModuleIndex, index_module, parse_python
@@ -28,7 +41,9 @@ class HunkRecord:
     section_path: str            # the path the patch names (without a/ b/)
     engine_path: str | None
     index: int
-    status: str                  # clean | offset | fuzz | failed | already-applied | missing-file
+    # clean | offset | fuzz | failed | already-applied | missing-file | unreadable (the engine
+    # file is over max-file-size or cannot be read) | malformed (the applier refuses the hunk)
+    status: str
     offset: int = 0
     fuzz: int = 0
     line: int | None = None      # where the pre-image matched in the engine file
@@ -65,10 +80,94 @@ class ExactResult:
     strip: int
     prefix: str
     sections: list[SectionRecord] = field(default_factory=list)
+    #: what went wrong inside one section or hunk (the patch file and line named)
+    errors: list[FileError] = field(default_factory=list)
 
     @property
     def hunks(self) -> list[HunkRecord]:
         return [h for s in self.sections for h in s.hunks]
+
+
+class BoundedSource:
+    """An engine source whose reads are bounded by the run's `max-file-size` and never
+    raise: a file over the limit, or one the source cannot read (EngineError: over its
+    own member cap, an I/O error), reads as None and is remembered with the error to
+    report.  `take_errors()` hands each such error out once (the runner puts it on the
+    result of the file being analysed; run_check drops the copies that other worker
+    processes bring: each opens its own engines), so one bad engine file is one error
+    of the run, and every rule and patch that would have read it goes on without it.
+
+    Everything else is the wrapped source's (`__getattr__`)."""
+
+    def __init__(self, source: EngineSource, max_bytes: int | None = None):
+        self._source = source
+        self.max_bytes = max_bytes
+        self._refused: dict[str, FileError] = {}
+        self._taken: set[str] = set()
+
+    def __getattr__(self, name: str):
+        if name.startswith("__") or name == "_source":   # copy/pickle probe before __init__
+            raise AttributeError(name)
+        return getattr(self._source, name)
+
+    def __repr__(self) -> str:
+        return f"<bounded {self._source!r}>"
+
+    @property
+    def wrapped(self) -> EngineSource:
+        return self._source
+
+    def where(self, what: str) -> str:
+        """The engine file as an error names it: a real path for a directory engine."""
+        src = self._source
+        if src.kind == "directory":
+            return os.path.join(src.label, what)
+        return f"{src.label}:{what}"
+
+    def _refuse(self, key: str, what: str, message: str) -> None:
+        if key not in self._refused:
+            self._refused[key] = FileError(self.where(what), message)
+
+    def _bounded(self, key: str, what: str, read) -> bytes | None:
+        if key in self._refused:
+            return None
+        try:
+            data = read()
+        except EngineError as exc:
+            self._refuse(key, what, f"engine file not read: {exc}")
+            return None
+        if data is not None and self.max_bytes is not None and len(data) > self.max_bytes:
+            self._refuse(key, what, f"engine {self._source.name!r} file is {len(data)} bytes, over the limit of "
+                                    f"{self.max_bytes} (max-file-size): not read, the rules see the engine "
+                                    f"without it")
+            return None
+        return data
+
+    def read_bytes(self, path: str) -> bytes | None:
+        return self._bounded(path, path, lambda: self._source.read_bytes(path))
+
+    def read_text(self, path: str) -> str | None:
+        data = self.read_bytes(path)
+        return None if data is None else data.decode("utf-8", "surrogateescape")
+
+    def blob(self, sha_prefix: str, path: str | None = None) -> bytes | None:
+        # named by its path: the same file met again through its path is the same error
+        what = path or f"blob {sha_prefix}"
+        return self._bounded("blob:" + str(sha_prefix), what, lambda: self._source.blob(sha_prefix))
+
+    def refused(self, path: str | None = None, blob: str | None = None) -> bool:
+        """Whether the file (or the blob) was refused: it exists but was not read."""
+        return (path is not None and path in self._refused) or (blob is not None and "blob:" + blob in self._refused)
+
+    def take_errors(self) -> list[FileError]:
+        out = [e for k, e in self._refused.items() if k not in self._taken]
+        self._taken.update(self._refused)
+        return out
+
+
+def _refused(source, path: str | None = None, blob: str | None = None) -> bool:
+    check = getattr(source, "refused", None)
+    return bool(check(path, blob)) if callable(check) else False
 
 
 class EngineContext:
@@ -173,11 +272,22 @@ class EngineSet:
         self._indexes: dict[int, EngineIndex] = {}
 
     @classmethod
-    def open(cls, specs) -> "EngineSet":
+    def open(cls, specs, max_file_size: int | None = None) -> "EngineSet":
+        """Open every engine of the run; their reads are bounded by `max_file_size`
+        and never raise (BoundedSource)."""
         opened = []
         for spec in specs:
-            opened.append((open_engine(spec.source, name=spec.name), spec.strip))
+            opened.append((BoundedSource(open_engine(spec.source, name=spec.name), max_file_size), spec.strip))
         return cls(opened)
+
+    def take_errors(self) -> list[FileError]:
+        """Engine files refused since the last call (each once): see BoundedSource."""
+        out: list[FileError] = []
+        for src, _ in self.engines:
+            take = getattr(src, "take_errors", None)
+            if callable(take):
+                out.extend(take())
+        return out
 
     def _index(self, k: int) -> EngineIndex:
         if k not in self._indexes:
@@ -244,27 +354,50 @@ def _changed_hunk_lines(hunk) -> set[int]:
     return out
 
 
-def _read_original(ctx: EngineContext, section) -> tuple[str | None, str | None]:
-    """(pre-image text, engine path it came from)."""
+def _blob(source, sha: str, path: str | None) -> bytes | None:
+    if isinstance(source, BoundedSource):
+        return source.blob(sha, path)
+    return source.blob(sha)
+
+
+def _read_original(ctx: EngineContext, section) -> tuple[str | None, str | None, bool]:
+    """(pre-image text, engine path it came from, refused): `refused` when the engine
+    has the file but it was not read (over max-file-size, unreadable: BoundedSource)."""
     src_path = ctx.engine_path(section.source_path) if section.source_path else None
+    path = src_path or ctx.engine_path(section.raw_path)
     # bump compares two revisions of one repository: there the file at the
     # revision counts, not the pre-image blob the index line names
     if getattr(ctx, "use_index_blob", True) and section.index and not set(section.index[0]) <= {"0"}:
-        blob = ctx.source.blob(section.index[0])
+        blob = _blob(ctx.source, section.index[0], path)
         if blob is not None:
-            return blob.decode("utf-8", "surrogateescape"), src_path or ctx.engine_path(section.raw_path)
-    path = src_path or ctx.engine_path(section.raw_path)
+            return blob.decode("utf-8", "surrogateescape"), path, False
+        if _refused(ctx.source, blob=section.index[0]):
+            return None, path, True    # the named pre-image is too large: not another version instead
     if path is None:
-        return None, None
-    return ctx.source.read_text(path), path
+        return None, None, False
+    text = ctx.source.read_text(path)
+    return text, path, text is None and _refused(ctx.source, path)
+
+
+def hunk_defect(hunk) -> str | None:
+    """Why the applier (like GNU patch, "malformed patch") refuses a hunk, or None."""
+    if not any(l.kind in "+-" for l in hunk.lines):
+        return "has no added or removed line"
+    old = sum(1 for l in hunk.lines if l.kind != "+")
+    new = sum(1 for l in hunk.lines if l.kind != "-")
+    if old != hunk.source_length or new != hunk.target_length:
+        return (f"has {old} old and {new} new lines where its header says "
+                f"-{hunk.source_start},{hunk.source_length} +{hunk.target_start},{hunk.target_length}")
+    return None
 
 
 def exact_units(patch, ctx: EngineContext, report_path: str):
-    """Units of a patch in exact mode: (python units, text units, ExactResult)."""
-    from patchaudit.inputs.discover import PATCH, PYTHON, classify
-    from patchaudit.runner import hunk_text_unit
-    from patchaudit.units.apply import apply_hunks, split_lines
-    from patchaudit.units.fragments import fragment_units
+    """Units of a patch in exact mode: (python units, text units, ExactResult).
+
+    Each file section is judged on its own: a failure inside one (reported in
+    `ExactResult.errors` with the section's line) leaves it to fragment mode and
+    the other sections as they are."""
+    from patchaudit.inputs.discover import classify
 
     result = ExactResult(ctx.label, ctx.source.name, ctx.strip, ctx.prefix)
     py: list[PythonUnit] = []
@@ -272,97 +405,166 @@ def exact_units(patch, ctx: EngineContext, report_path: str):
     # a file changed by two sections of one patch: the second applies to the first's result,
     # as GNU patch does
     patched_so_far: dict[str, tuple[str, str | None]] = {}
+    problem_lines = {p.line for p in getattr(patch, "problems", ())}
     for section in patch.sections:
         if section.is_binary:
             continue
-        target = ctx.engine_path(section.target_path or section.rename_to and ("b/" + section.rename_to)
-                                 or section.raw_path) or section.path
+        try:
+            target = ctx.engine_path(section.target_path or section.rename_to and ("b/" + section.rename_to)
+                                     or section.raw_path) or section.path
+        except Exception:   # never lose the section over its name (map_path is not known to raise)
+            target = section.path
         rec = SectionRecord(section, target)
         result.sections.append(rec)
         kind = "python" if section.is_python else classify(section.path)
         if not section.hunks:
             continue
-        if section.is_new and section.source_path is None:
-            original, orig_path = "", target
-            existing = ctx.source.read_text(target) if target else None
-            if existing is not None:
-                # the patch creates a file the engine already has (GNU patch asks "Assume -R?")
-                post = "\n".join(l.text for h in section.hunks for l in h.post_image)
-                same = existing.rstrip("\n") == post.rstrip("\n")
-                for h in section.hunks:
-                    rec.hunks.append(HunkRecord(report_path, h.header_line, section.path, target, h.index,
-                                                "already-applied" if same else "failed", line=1,
-                                                engine=ctx.label))
-                if not same:
-                    _fallback_units(patch, section, section.hunks, report_path, kind, py, text_units, ctx)
-                continue
-        else:
-            source_key = ctx.engine_path(section.source_path) if section.source_path else target
-            if source_key in patched_so_far:
-                original, orig_path = patched_so_far[source_key]
-            else:
-                original, orig_path = _read_original(ctx, section)
-        if original is None:
-            rec.missing = True
-            for h in section.hunks:
-                rec.hunks.append(HunkRecord(report_path, h.header_line, section.path, target, h.index,
-                                            "missing-file", engine=ctx.label))
-            _fallback_units(patch, section, section.hunks, report_path, kind, py, text_units, ctx)
-            continue
-        rec.original_text = original
-        lines, eol = split_lines(original)
-        applied = apply_hunks(lines, [h.to_spec() for h in section.hunks], ends_with_newline=eol)
-        orig_index = index_module(orig_path or target, original) if kind == PYTHON else None
-        for h, r in zip(section.hunks, applied.hunks):
-            # the symbol around the hunk's first change (not its leading context), looked up
-            # in the original (r.line is in patched-file coordinates)
-            lead = next((k for k, l in enumerate(h.lines) if l.kind != " "), 0)
-            if lead and h.lines[lead].kind == "+":
-                lead -= 1      # an insertion: the line it follows
-            at = (r.source_line or r.line or h.source_start) + lead
-            symbol = orig_index.symbol_at(at) if orig_index else None
-            rec.hunks.append(HunkRecord(report_path, h.header_line, section.path, target, h.index, r.status,
-                                        r.offset, r.fuzz, r.line, r.nearest, symbol, ctx.label,
-                                        source_line=r.source_line))
-        failed = [h for h, r in zip(section.hunks, applied.hunks) if r.status == "failed"]
-        if section.is_deleted:
-            continue
-        patched = "\n".join(applied.lines) + ("\n" if applied.ends_with_newline and applied.lines else "")
-        rec.patched_text = patched
-        patched_so_far[target] = (patched, target)
-        lines_map: dict[int, LineInfo] = {}
-        judged: set[int] = set()
-        hunk_of: dict[int, Any] = {}
-        changed_idx = {h.index: _changed_hunk_lines(h) for h in section.hunks}
-        for line_no, (hi, li) in applied.origin.items():
-            h = section.hunks[hi]
-            hl = h.lines[li]
-            is_changed = li in changed_idx[hi]
-            lines_map[line_no] = LineInfo(hl.patch_line, 1, line_no, is_changed)
-            hunk_of[line_no] = h
-            if is_changed:
-                judged.add(line_no)
-        if kind == PYTHON:
-            patched_tree = parse_python(patched)
-            if patched_tree is None:
-                if orig_index is not None and orig_index.tree is not None:   # the patch broke it
-                    rec.syntax_error = _syntax_error(patched, lines_map)
-                _fallback_units(patch, section, section.hunks, report_path, kind, py, text_units, ctx)
-                continue
-            unit = PythonUnit(path=report_path, lines_map=lines_map, judged=frozenset(judged), target_path=target,
-                              patch=patch, section=section, mode="exact", text=patched, engine=ctx)
-            unit.hunk_of = hunk_of
-            unit.patched_tree = patched_tree   # reused by EngineContext.unit_module: one ast parse
-            py.append(unit)
-        elif kind not in (None, PATCH):
-            unit = TextUnit(path=report_path, lines_map=lines_map, judged=frozenset(judged), target_path=target,
-                            patch=patch, section=section, mode="exact", flavor=kind,
-                            lines=list(applied.lines))
-            unit.hunk_of = hunk_of
-            text_units.append(unit)
-        if failed:
-            _fallback_units(patch, section, failed, report_path, kind, py, text_units, ctx)
+        sec_py: list[PythonUnit] = []
+        sec_text: list[TextUnit] = []
+        try:
+            _exact_section(patch, ctx, report_path, section, rec, target, kind, patched_so_far,
+                           problem_lines, result, sec_py, sec_text)
+        except Exception as exc:  # one section's failure never costs the others (RecursionError too)
+            import traceback
+
+            tb = traceback.extract_tb(exc.__traceback__)[-1]
+            result.errors.append(FileError(
+                report_path, f"internal error in exact mode on the file section for {section.path}: {exc!r} "
+                             f"at {os.path.basename(tb.filename)}:{tb.lineno}; its hunks were checked "
+                             f"without the engine", section.header_line))
+            rec.hunks, rec.missing, rec.syntax_error, rec.patched_text = [], False, None, None
+            sec_py, sec_text = [], []
+            try:
+                _fallback_units(patch, section, section.hunks, report_path, kind, sec_py, sec_text, ctx)
+            except Exception:
+                sec_py, sec_text = [], []
+        py.extend(sec_py)
+        text_units.extend(sec_text)
     return py, text_units, result
+
+
+def _exact_section(patch, ctx: EngineContext, report_path: str, section, rec: SectionRecord, target: str,
+                   kind, patched_so_far: dict, problem_lines: set[int], result: ExactResult,
+                   py: list, text_units: list) -> None:
+    """One file section in exact mode: its hunk records and units (appended to `py`/`text_units`)."""
+    from patchaudit.inputs.discover import PATCH, PYTHON
+    from patchaudit.units.apply import apply_hunks, split_lines
+
+    # hunks the applier refuses are left out; the others apply as GNU patch would apply them
+    good = []
+    records: dict[int, HunkRecord] = {}
+    for h in section.hunks:
+        defect = hunk_defect(h)
+        if defect is None:
+            good.append(h)
+            continue
+        records[h.index] = HunkRecord(report_path, h.header_line, section.path, target, h.index, "malformed",
+                                      engine=ctx.label)
+        if h.header_line not in problem_lines:   # PA301 reports what the patch reader found
+            result.errors.append(FileError(report_path, f"hunk #{h.index + 1} {defect}: not applied "
+                                                        f"(GNU patch refuses it as malformed)", h.header_line))
+
+    def finish_records() -> None:
+        rec.hunks = [records[k] for k in sorted(records)]
+
+    if not good:
+        finish_records()
+        return
+    if section.is_new and section.source_path is None:
+        original, orig_path = "", target
+        try:
+            existing = ctx.source.read_text(target) if target else None
+        except EngineError:
+            existing = None
+        if existing is not None:
+            # the patch creates a file the engine already has (GNU patch asks "Assume -R?")
+            post = "\n".join(l.text for h in good for l in h.post_image)
+            same = existing.rstrip("\n") == post.rstrip("\n")
+            for h in good:
+                records[h.index] = HunkRecord(report_path, h.header_line, section.path, target, h.index,
+                                              "already-applied" if same else "failed", line=1, engine=ctx.label)
+            finish_records()
+            if not same:
+                _fallback_units(patch, section, good, report_path, kind, py, text_units, ctx)
+            return
+        refused = False
+    else:
+        source_key = ctx.engine_path(section.source_path) if section.source_path else target
+        refused = False
+        if source_key in patched_so_far:
+            original, orig_path = patched_so_far[source_key]
+        else:
+            try:
+                original, orig_path, refused = _read_original(ctx, section)
+            except EngineError as exc:   # an engine source that raises (not a BoundedSource)
+                result.errors.append(FileError(report_path, f"engine file not read: {exc}", section.header_line))
+                original, orig_path, refused = None, None, True
+    if original is None:
+        rec.missing = not refused
+        for h in good:
+            records[h.index] = HunkRecord(report_path, h.header_line, section.path, target, h.index,
+                                          "unreadable" if refused else "missing-file", engine=ctx.label)
+        finish_records()
+        _fallback_units(patch, section, good, report_path, kind, py, text_units, ctx)
+        return
+    rec.original_text = original
+    lines, eol = split_lines(original)
+    applied = apply_hunks(lines, [h.to_spec() for h in good], ends_with_newline=eol)
+    orig_index = index_module(orig_path or target, original) if kind == PYTHON else None
+    for h, r in zip(good, applied.hunks):
+        # the symbol around the hunk's first change (not its leading context), looked up
+        # in the original (r.line is in patched-file coordinates)
+        lead = next((k for k, l in enumerate(h.lines) if l.kind != " "), 0)
+        if lead and h.lines[lead].kind == "+":
+            lead -= 1      # an insertion: the line it follows
+        at = (r.source_line or r.line or h.source_start) + lead
+        symbol = orig_index.symbol_at(at) if orig_index else None
+        records[h.index] = HunkRecord(report_path, h.header_line, section.path, target, h.index, r.status,
+                                      r.offset, r.fuzz, r.line, r.nearest, symbol, ctx.label,
+                                      source_line=r.source_line)
+    finish_records()
+    failed = [h for h, r in zip(good, applied.hunks) if r.status == "failed"]
+    if section.is_deleted:
+        return
+    patched = "\n".join(applied.lines) + ("\n" if applied.ends_with_newline and applied.lines else "")
+    rec.patched_text = patched
+    patched_so_far[target] = (patched, target)
+    lines_map: dict[int, LineInfo] = {}
+    judged: set[int] = set()
+    hunk_of: dict[int, Any] = {}
+    changed_idx = [_changed_hunk_lines(h) for h in good]
+    for line_no, (hi, li) in applied.origin.items():
+        h = good[hi]
+        hl = h.lines[li]
+        is_changed = li in changed_idx[hi]
+        lines_map[line_no] = LineInfo(hl.patch_line, 1, line_no, is_changed)
+        hunk_of[line_no] = h
+        if is_changed:
+            judged.add(line_no)
+    if kind == PYTHON:
+        from patchaudit.units.pyast import over_limit
+
+        # over max-parse-size: never parsed (not a syntax error); the runner reports the unit
+        too_large = over_limit(patched) is not None
+        patched_tree = None if too_large else parse_python(patched)
+        if patched_tree is None and not too_large:
+            if orig_index is not None and orig_index.tree is not None:   # the patch broke it
+                rec.syntax_error = _syntax_error(patched, lines_map)
+            _fallback_units(patch, section, good, report_path, kind, py, text_units, ctx)
+            return
+        unit = PythonUnit(path=report_path, lines_map=lines_map, judged=frozenset(judged), target_path=target,
+                          patch=patch, section=section, mode="exact", text=patched, engine=ctx)
+        unit.hunk_of = hunk_of
+        unit.patched_tree = patched_tree   # reused by EngineContext.unit_module: one ast parse
+        py.append(unit)
+    elif kind not in (None, PATCH):
+        unit = TextUnit(path=report_path, lines_map=lines_map, judged=frozenset(judged), target_path=target,
+                        patch=patch, section=section, mode="exact", flavor=kind,
+                        lines=list(applied.lines))
+        unit.hunk_of = hunk_of
+        text_units.append(unit)
+    if failed:
+        _fallback_units(patch, section, failed, report_path, kind, py, text_units, ctx)
 
 
 def _fallback_units(patch, section, hunks, report_path, kind, py, text_units, ctx) -> None:
