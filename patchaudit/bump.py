@@ -1122,19 +1122,19 @@ def run_bump(paths: list[str], engine: str, old_spec: str, new_spec: str, settin
     try:
         audit = BumpAudit(engine, old, new, strip, settings)
         report = BumpReport(engine, old.label, new.label, audit.old_name, audit.new_name,
-                            errors=list(errors), files=len(files))
+                            errors=list(getattr(settings, "problems", ())) + list(errors), files=len(files))
         try:
             # NEW with every patch applied, in the order given: what the patched engine defines
             for src in files:
                 if src.kind != PATCH:
                     continue
-                try:
-                    with open(src.path, "rb") as fh:
-                        data = fh.read(settings.max_file_size + 1)
+                try:   # the one guarded reader: a FIFO named x.patch is never opened
+                    from patchaudit.inputs.reader import read_bytes
+
+                    data = read_bytes(src.path, settings.max_file_size)
                 except OSError:
                     continue   # analyse_file reports it
-                if len(data) <= settings.max_file_size:
-                    audit.add_to_overlay(read_patch(src.path, data))
+                audit.add_to_overlay(read_patch(src.path, data))
             engines = PairEngines(audit)
             py_files: list[str] = []
             for src in files:

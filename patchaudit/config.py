@@ -4,6 +4,15 @@
 pyproject.toml with a `[tool.patchaudit]` table (walking up from the paths
 checked) and validates it: unknown keys and bad values raise `ConfigError`
 naming the file and the key (exit code 2).
+
+The configuration of a checked tree is the pull request's: it cannot raise the
+safety limits past hard caps.  `max-nesting` above `HARD_MAX_NESTING` (libcst's
+native parser crashes at about 1,300 nested brackets), `max-file-size` above
+`HARD_MAX_FILE_SIZE` are errors naming the file, key and line
+(`Settings.problems`: exit code 2), and the scan goes on with the default;
+`jobs` is clamped to the machine's CPUs.  pyproject.toml is read through `patchaudit.inputs.reader`
+(a regular file of at most `MAX_CONFIG_FILE` bytes), and TOML nested too
+deeply for the parser is an error, not a traceback.
 """
 
 from __future__ import annotations
@@ -22,6 +31,40 @@ else:  # pragma: no cover
 
 class ConfigError(Exception):
     pass
+
+
+#: libcst's native parser crashes the process (SIGSEGV) at about 1,300 nested brackets
+#: (patchaudit/units/nesting.py): a configuration cannot ask for more than this
+HARD_MAX_NESTING = 1000
+#: the largest `max-file-size` a configuration may set (2**63-1 must not reach read())
+HARD_MAX_FILE_SIZE = 256 * 1024 * 1024
+#: a pyproject.toml larger than this is not read
+MAX_CONFIG_FILE = 4 * 1024 * 1024
+
+
+def _cpus() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def _read_toml(path: Path) -> dict:
+    """A TOML file, read through the guarded reader; ConfigError naming it otherwise."""
+    from patchaudit.inputs.reader import ReadError, read_text
+
+    try:
+        text = read_text(str(path), MAX_CONFIG_FILE)
+    except ReadError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.reason}") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: cannot read: nested too deeply for the TOML parser") from None
+    except ValueError as exc:   # a number of more than 4300 digits (Python's int-string limit)
+        raise ConfigError(f"{path}: cannot read: {exc}") from None
 
 
 @dataclass
@@ -44,11 +87,24 @@ class Settings:
     jobs: int | None = None
     cache: bool = True
     cache_dir: str | None = None
+    #: (pyproject.toml, line, value) when `cache_dir` comes from a configuration found in
+    #: the checked tree: it must stay inside that file's folder (None: the user's choice)
+    cache_dir_origin: tuple[str, int | None, str] | None = None
+    #: why the cache was not used (FileError: file, key, line), reported by `check`
+    cache_errors: list = field(default_factory=list)
+    #: values of the configuration refused with the default used instead (FileError: file,
+    #: key, line): a limit above its hard cap, an exclude pattern unsafe without re2
+    problems: list = field(default_factory=list)
     config_path: str | None = None
     #: engine package names whose attributes count as monkey-patch targets
     engine_packages: list[str] = field(default_factory=lambda: ["sglang", "vllm", "megatron"])
     max_file_size: int = 64 * 1024 * 1024
     max_nesting: int = 200
+    #: Python texts larger than this are never handed to libcst or ast (patchaudit/units/pyast.py)
+    max_parse_size: int = 2 * 1024 * 1024
+    #: `jobs` comes from the command line: the scheduler may start more workers than CPUs
+    #: (up to 4 per CPU); otherwise it never does (patchaudit/parallel.py)
+    jobs_forced: bool = False
 
     def options_for(self, code: str) -> dict[str, Any]:
         return self.rule_options.get(code, {})
@@ -57,21 +113,30 @@ class Settings:
 _KEYS = {
     "select", "ignore", "extend-select", "per-file-ignores", "exclude", "engines", "rules",
     "tokenizer", "jobs", "cache", "cache-dir", "engine-packages", "max-file-size", "max-nesting",
+    "max-parse-size",
 }
 
 
+def _resolved(p: str) -> Path:
+    """`p` resolved; a symlink loop named on the command line (reported by discovery)
+    is taken as it is written, never a traceback."""
+    try:
+        return Path(p).resolve()
+    except (OSError, RuntimeError):
+        return Path(os.path.abspath(p))
+
+
 def find_pyproject(paths: list[str]) -> Path | None:
-    starts = [Path(p).resolve() for p in paths] or [Path.cwd()]
+    starts = [_resolved(p) for p in paths] or [Path.cwd()]
     for start in starts:
         cur = start if start.is_dir() else start.parent
         while True:
             cand = cur / "pyproject.toml"
-            if cand.is_file():
-                try:
-                    data = tomllib.loads(cand.read_text(encoding="utf-8"))
-                except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-                    raise ConfigError(f"{cand}: cannot read: {exc}") from exc
-                if "patchaudit" in data.get("tool", {}):
+            # a FIFO, a device or a dangling link named pyproject.toml is an error, not skipped
+            if os.path.lexists(cand) and not cand.is_dir():
+                data = _read_toml(cand)
+                tool = data.get("tool", {})
+                if isinstance(tool, dict) and "patchaudit" in tool:
                     return cand
             if cur.parent == cur:
                 break
@@ -88,10 +153,7 @@ def _str_list(path: Path, key: str, value: Any) -> list[str]:
 
 
 def load_pyproject(path: Path) -> Settings:
-    try:
-        doc = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read: {exc}") from None
+    doc = _read_toml(Path(path))
     data = doc.get("tool", {}).get("patchaudit") if isinstance(doc.get("tool"), dict) else None
     if data is None:
         raise ConfigError(f"{path}: no [tool.patchaudit] table")
@@ -145,7 +207,10 @@ def load_pyproject(path: Path) -> Settings:
         elif key == "jobs":
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"{path}: [tool.patchaudit] jobs: expected a positive integer, got {value!r}")
-            s.jobs = value
+            # a setting, not a fork bomb: the checked tree cannot make this machine start
+            # more workers than it has CPUs (a `jobs = 4` written on a laptop still works
+            # on a 2-core CI runner, with 2)
+            s.jobs = min(value, _cpus())
         elif key == "cache":
             if not isinstance(value, bool):
                 raise ConfigError(f"{path}: [tool.patchaudit] cache: expected true or false, got {value!r}")
@@ -153,11 +218,26 @@ def load_pyproject(path: Path) -> Settings:
         elif key == "cache-dir":
             if not isinstance(value, str):
                 raise ConfigError(f"{path}: [tool.patchaudit] cache-dir: expected a path string")
-            s.cache_dir = _resolve(path, value)
-        elif key in ("max-file-size", "max-nesting"):
+            # relative to the pyproject.toml (no `@REV` splitting: it is a folder);
+            # kept inside its folder unless the user says the file is theirs (apply_cache_options)
+            s.cache_dir = os.path.join(os.path.dirname(os.path.abspath(path)), value)
+            s.cache_dir_origin = (str(path), _key_line(path, "cache-dir"), value)
+        elif key in ("max-file-size", "max-nesting", "max-parse-size"):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"{path}: [tool.patchaudit] {key}: expected a positive integer, got {value!r}")
-            setattr(s, key.replace("-", "_"), value)
+            attr = key.replace("-", "_")
+            cap, why = ((HARD_MAX_NESTING, "deeper Python crashes libcst's native parser")
+                        if key == "max-nesting" else (HARD_MAX_FILE_SIZE, "the largest a configuration may set"))
+            if key == "max-parse-size":
+                from patchaudit.units.pyast import HARD_MAX_PARSE_SIZE
+
+                cap, why = HARD_MAX_PARSE_SIZE, "libcst needs about 600 bytes of memory per byte it parses"
+            if value > cap:   # a safety limit the checked tree cannot raise
+                shown = str(value) if len(str(value)) <= 30 else f"{str(value)[:27]}..."
+                _refuse(s, path, key, f"[tool.patchaudit] {key} = {shown} is above the hard limit of {cap} "
+                                      f"({why}): using the default, {getattr(s, attr)}")
+            else:
+                setattr(s, attr, value)
     _check_rules(path, s)
     return s
 
@@ -167,16 +247,15 @@ def _rule_catalogue(s: Settings):
     libcst) when the libcst-free rule index is there: a pre-commit run that
     parses nothing must not pay for it."""
     try:
-        from patchaudit import __version__
-        from patchaudit.cache import cache_root
-        from patchaudit.rule_index import rule_index
+        from patchaudit.rule_index import rule_index, user_cache_dir
     except ImportError:  # pragma: no cover - the index is an optimisation
         from patchaudit.rule import all_rules
 
         rules = all_rules()
         return list(rules), rules.__getitem__
-    root = cache_root(s) if s.cache else None
-    index = rule_index(str(root / __version__) if root is not None else None)
+    # the per-user copy only: the command line (--no-cache, --cache-dir) is not applied
+    # yet, so nothing is written in the checked tree from here
+    index = rule_index(user_cache_dir())
     return list(index), lambda code: index[code].load()
 
 
@@ -199,11 +278,18 @@ def _check_rules(path: Path, s: Settings) -> None:
     if s.exclude:
         from patchaudit.inputs.discover import _spec_from_lines
 
+        kept = []
         for pattern in s.exclude:
+            unsafe: list = []
             try:
-                _spec_from_lines([pattern])
+                _spec_from_lines([pattern], source=str(path), problems=unsafe)
             except Exception as exc:
                 raise ConfigError(f"{path}: [tool.patchaudit] exclude: bad pattern {pattern!r}: {exc}") from None
+            if unsafe:   # without re2: a pattern that would backtrack for ever is dropped
+                _refuse(s, path, "exclude", f"[tool.patchaudit] exclude: {unsafe[0].message}")
+            else:
+                kept.append(pattern)
+        s.exclude = kept
     for code, opts in s.rule_options.items():
         if code not in rules:
             raise ConfigError(f"{path}: [tool.patchaudit.rules.{code}]: unknown rule code {code!r}")
@@ -233,3 +319,62 @@ def _resolve(config: Path, value: str) -> str:
     if base and not os.path.isabs(base) and not base.startswith("-"):
         base = str((config.parent / base))
     return base + (sep + rev if sep else "")
+
+
+def _refuse(s: Settings, path: Path, key: str, message: str) -> None:
+    """A refused value of the configuration: an error naming the file, key and line."""
+    from patchaudit.findings import FileError
+
+    s.problems.append(FileError(str(path), message, _key_line(path, key)))
+
+
+def _key_line(path: Path, key: str) -> int | None:
+    """The line of `path` that sets `[tool.patchaudit] key` (for messages), or None."""
+    import re
+
+    from patchaudit.inputs.reader import read_text
+
+    try:   # a second read of the file, through the guarded reader (bounded, regular files only)
+        text = read_text(str(path), MAX_CONFIG_FILE)
+    except OSError:   # ReadError too
+        return None
+
+    def dotted(s: str) -> str:
+        return ".".join(p.strip().strip("\"'") for p in s.split("."))
+
+    want, table = f"tool.patchaudit.{key}", ""
+    for n, line in enumerate(text.splitlines(), 1):
+        header = re.match(r"\s*\[\[?([^\]]*)\]", line)
+        if header:
+            table = dotted(header.group(1))
+            continue
+        name, eq, _ = line.partition("=")
+        if eq and dotted(f"{table}.{name}" if table else name) == want:
+            return n
+    return None
+
+
+def _env_true(value: str | None) -> bool:
+    return (value or "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def apply_cache_options(s: Settings, cache_dir: str | None = None, no_cache: bool = False,
+                        explicit_config: bool = False, environ=None) -> Settings:
+    """The user's own cache settings over the configuration's.
+
+    - `--config FILE` given by the user: its `cache-dir` is the user's (may be anywhere);
+      a `cache-dir` of a pyproject.toml found by discovery must stay inside its folder
+      (checked by `patchaudit.cache.cache_root`);
+    - `PATCHAUDIT_CACHE_DIR`, then `--cache-dir` (relative to the current directory)
+      replace it and may point anywhere;
+    - `PATCHAUDIT_NO_CACHE=1` or `--no-cache` turn the cache off."""
+    environ = os.environ if environ is None else environ
+    if explicit_config:
+        s.cache_dir_origin = None
+    for chosen in (environ.get("PATCHAUDIT_CACHE_DIR"), cache_dir):
+        if chosen:
+            s.cache_dir = os.path.abspath(os.path.expanduser(chosen))
+            s.cache_dir_origin = None
+    if no_cache or _env_true(environ.get("PATCHAUDIT_NO_CACHE")):
+        s.cache = False
+    return s

@@ -1385,7 +1385,10 @@ def collect(path: str, text: str, packages: Iterable[str] = DEFAULT_PACKAGES) ->
     import libcst as cst
 
     from patchaudit.units.nesting import too_deep
+    from patchaudit.units.pyast import over_limit
 
+    if over_limit(text) is not None:   # over max-parse-size: libcst would take gigabytes
+        return []
     if too_deep(text, 200) is not None:   # libcst's native parser would crash the process (SIGSEGV)
         return []
     try:
@@ -2070,13 +2073,14 @@ def audit_bump(py_files: list[str], old_ctx, new_ctx, settings) -> list:
 
     packages = engine_packages(settings)
     fork = ForkIndex(py_files)
+    fork.max_file_size = settings.max_file_size
     out = []
     for path in py_files:
-        try:
-            with open(path, "rb") as fh:
-                data = fh.read()
-            text = data.decode("utf-8-sig")
-        except (OSError, UnicodeDecodeError):
+        try:   # the one guarded reader: regular files only, bounded (analyse_file reports the rest)
+            from patchaudit.inputs.reader import read_text
+
+            text = read_text(path, settings.max_file_size)
+        except OSError:   # ReadError too
             continue
         patches = collect(path, text, packages)
         if not patches:
@@ -2112,6 +2116,9 @@ class ForkIndex:
     """The fork's own modules among the files of a run, to resolve a replacement
     imported from another module of the fork (`from fork.patches import new_fn`)."""
 
+    #: the largest module read (the run's max-file-size, set by audit_bump)
+    max_file_size = 64 * 1024 * 1024
+
     def __init__(self, paths: Iterable[str]):
         self.by_module: dict[str, str] = {}
         for path in paths:
@@ -2136,10 +2143,11 @@ class ForkIndex:
             if path is None:
                 continue
             if path not in self._modules:
-                try:
-                    with open(path, encoding="utf-8-sig") as fh:
-                        self._modules[path] = index_module(path, fh.read())
-                except (OSError, UnicodeDecodeError):
+                try:   # the one guarded reader: regular files only, bounded
+                    from patchaudit.inputs.reader import read_text
+
+                    self._modules[path] = index_module(path, read_text(path, self.max_file_size))
+                except OSError:   # ReadError too
                     self._modules[path] = None
             mod = self._modules[path]
             rest = parts[cut:]

@@ -22,32 +22,48 @@ from pathlib import Path
 from patchaudit.findings import FileError, Finding, TraceStep
 
 
-def _series(folder: Path, cache: dict[Path, list[str] | None]) -> list[str] | None:
+#: a quilt `series` file larger than this is refused (one line per patch: a few KB)
+MAX_SERIES_FILE = 1024 * 1024
+
+
+def _series(folder: Path, cache: dict[Path, list[str] | None], errors: list | None = None) -> list[str] | None:
+    """The patch names a folder's quilt `series` lists, or None without one.  It is read
+    through the guarded reader: a FIFO, a device, a dangling link or a huge file named
+    `series` is an error naming it (in `errors`), and the folder is no quilt folder."""
     if folder not in cache:
+        from patchaudit.inputs.reader import ReadError, read_bytes
+
         names = None
         f = folder / "series"
-        try:
-            if f.is_file():
+        if os.path.lexists(f) and not f.is_dir():
+            try:
+                data = read_bytes(str(f), MAX_SERIES_FILE)
+            except ReadError as exc:
+                if errors is not None:
+                    from patchaudit.inputs.discover import _display, read_error_message
+
+                    errors.append(FileError(_display(f), f"{read_error_message(exc)} (a quilt series file; "
+                                                         f"its folder's patches are ordered by name)"))
+            else:
                 names = []
-                for line in f.read_text(encoding="utf-8", errors="replace").splitlines():
+                for line in data.decode("utf-8", "replace").splitlines():
                     line = line.split("#", 1)[0].strip()
                     if line:
                         names.append(line.split()[0])   # quilt allows "name -p1" options
-        except OSError:
-            names = None
         cache[folder] = names
     return cache[folder]
 
 
-def order_patch_set(paths: list[str]) -> list[tuple[str, str, int]]:
-    """(path, set name, position) for each patch path, sorted by set and position."""
+def order_patch_set(paths: list[str], errors: list | None = None) -> list[tuple[str, str, int]]:
+    """(path, set name, position) for each patch path, sorted by set and position;
+    `series` files that cannot be read are errors appended to `errors`."""
     cache: dict[Path, list[str] | None] = {}
     out = []
     for p in paths:
         absolute = Path(os.path.abspath(p))
         placed = None
         for folder in list(absolute.parents)[:3]:   # series may list patches in sub-folders
-            names = _series(folder, cache)
+            names = _series(folder, cache, errors)
             if names is None:
                 continue
             rel = absolute.relative_to(folder).as_posix()
@@ -62,6 +78,19 @@ def order_patch_set(paths: list[str]) -> list[tuple[str, str, int]]:
             out.append((p, placed[0], placed[1]))
     out.sort(key=lambda t: (t[1], t[2], os.path.basename(t[0]), t[0]))
     return out
+
+
+def _read_regular(path: str, limit: int) -> bytes | None:
+    """A patch file's bytes, or None: read through the one guarded reader
+    (patchaudit/inputs/reader.py): only a regular file is opened (a FIFO named
+    `x.patch` would block the run forever, a device never ends), and no more than
+    `limit` (max-file-size) bytes are read, even if the file grows."""
+    from patchaudit.inputs.reader import read_bytes
+
+    try:
+        return read_bytes(path, limit)
+    except OSError:   # ReadError: the per-file pass has reported it
+        return None
 
 
 def _suppression_view(patch) -> list[str]:
@@ -83,15 +112,15 @@ def run_patch_set_rules(files, rules, settings, result) -> None:
     if not set_rules:
         return
     units = []
-    for path, set_name, _ in order_patch_set([f.path for f in files if f.kind == PATCH]):
-        try:
-            if os.path.getsize(path) > settings.max_file_size:
-                continue
-            with open(path, "rb") as fh:
-                data = fh.read()
-        except OSError:
+    for path, set_name, _ in order_patch_set([f.path for f in files if f.kind == PATCH], result.errors):
+        data = _read_regular(path, settings.max_file_size)
+        if data is None:
             continue  # the per-file pass has reported it
-        patch = read_patch(path, data)
+        try:
+            patch = read_patch(path, data)
+        except Exception as exc:  # one patch never costs the set rules the others
+            result.errors.append(FileError(path, f"internal error reading the patch for the patch-set rules: {exc!r}"))
+            continue
         unit = PatchUnit(path=path, patch=patch, problems=patch.problems)
         unit.set_name = set_name  # type: ignore[attr-defined]
         units.append(unit)
@@ -107,12 +136,13 @@ def run_patch_set_rules(files, rules, settings, result) -> None:
             where = units[0].path if units else "."
             result.errors.append(FileError(where, f"rule {r.code} crashed on the patch set: {exc!r}"))
             continue
+        hunk_index: dict[int, tuple[list[int], list]] = {}   # per patch: its hunks by line, built once
         for unit, rep, related in inst.set_reports:
             f = unit.to_finding(r, rep)
             if f is None:
                 continue
             f.trace = [TraceStep(p, line, note) for p, line, note in related]
-            f.context = _hunk_context(unit.patch, f.line)
+            f.context = _hunk_context(unit.patch, f.line, hunk_index)
             findings.setdefault(unit.path, []).append(f)
     pa001 = any(r.code == "PA001" for r in rules)
     bare_used: set[tuple[str, int]] = set()
@@ -135,8 +165,20 @@ def run_patch_set_rules(files, rules, settings, result) -> None:
                               if not (f.code == "PA001" and (f.path, f.line) in bare_used)]
 
 
-def _hunk_context(patch, line: int) -> list[str]:
-    for _, hunk in patch.iter_hunks():
-        if hunk.header_line <= line <= hunk.end_line:
-            return patch.hunk_text(hunk)
+def _hunk_context(patch, line: int, index: dict | None = None) -> list[str]:
+    """The text of the hunk holding patch line `line` (found by bisection: a set rule may
+    report thousands of findings in a patch of thousands of hunks)."""
+    from bisect import bisect_right
+
+    key = id(patch)
+    if index is None or key not in index:
+        hunks = sorted((h for _, h in patch.iter_hunks()), key=lambda h: h.header_line)
+        built = ([h.header_line for h in hunks], hunks)
+        if index is None:
+            index = {}
+        index[key] = built
+    starts, hunks = index[key]
+    k = bisect_right(starts, line) - 1
+    if k >= 0 and hunks[k].header_line <= line <= hunks[k].end_line:
+        return patch.hunk_text(hunks[k])
     return []

@@ -10,6 +10,11 @@ The Rust-backed `tokenizers` library is an optional extra
 (`pip install 'patchaudit[tokenizer]'`); it is imported here, lazily, and only
 when a tokenizer is asked for.  Every problem (library missing, path missing,
 bad JSON, not a tokenizer) raises `TokenizerError` naming the file.
+
+Files are read through `patchaudit.inputs.reader`: only regular files (a
+tokenizer path of `/dev/zero` or `/dev/stdin` is refused, never read), at most
+`MAX_TOKENIZER_FILE` bytes; JSON nested too deeply for the parser, or holding a
+number too long for Python's int conversion, is an error naming the file.
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ CONFIG_FILES = ("tokenizer_config.json", "special_tokens_map.json")
 #: the special-token keys of transformers' tokenizer configuration
 _SPECIAL_KEYS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 _LIST_KEYS = ("additional_special_tokens", "extra_special_tokens")
+#: the largest tokenizer.json (or configuration file) read; real ones are up to ~35 MB
+MAX_TOKENIZER_FILE = 256 * 1024 * 1024
 
 
 class TokenizerError(Exception):
@@ -214,11 +221,20 @@ def _configured_special_tokens(config: dict[str, Any]) -> list[str]:
     return out
 
 
+def _id_key(key: Any) -> int:
+    """A token id written as a string key ("151643"), 0 for anything else ("²" is a digit
+    to str.isdigit but not to int; a key of 5000 digits passes Python's int-string limit)."""
+    text = str(key)
+    if text.isascii() and text.isdigit() and len(text) <= 18:
+        return int(text)
+    return 0
+
+
 def _configured_added_tokens(config: dict[str, Any]) -> list[tuple[str, bool]]:
     decoder = config.get("added_tokens_decoder")
     out: list[tuple[str, bool]] = []
     if isinstance(decoder, dict):
-        for _, spec in sorted(decoder.items(), key=lambda kv: int(kv[0]) if str(kv[0]).isdigit() else 0):
+        for _, spec in sorted(decoder.items(), key=lambda kv: _id_key(kv[0])):
             c = _token_content(spec)
             if c:
                 out.append((c, bool(spec.get("special", False)) if isinstance(spec, dict) else False))
@@ -226,23 +242,33 @@ def _configured_added_tokens(config: dict[str, Any]) -> list[tuple[str, bool]]:
 
 
 def _read_text(path: str) -> str:
+    from patchaudit.inputs.reader import ReadError, read_bytes
+
     try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-    except OSError as exc:
-        raise TokenizerError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        data = read_bytes(path, MAX_TOKENIZER_FILE)
+    except ReadError as exc:
+        reason = exc.reason if exc.reason.startswith("cannot read") else f"cannot read: {exc.reason}"
+        raise TokenizerError(f"{path}: {reason}") from None
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise TokenizerError(f"{path}: not valid UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})") from None
 
 
-def _read_json(path: str) -> Any:
-    text = _read_text(path)
+def _loads(path: str, text: str) -> Any:
+    """`json.loads`, every failure a TokenizerError naming the file."""
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise TokenizerError(f"{path}: not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
+    except RecursionError:
+        raise TokenizerError(f"{path}: not read: JSON nested too deeply") from None
+    except ValueError as exc:   # a number of more than 4300 digits (Python's int-string limit)
+        raise TokenizerError(f"{path}: not read: {str(exc).split(':')[0]}") from None
+
+
+def _read_json(path: str) -> Any:
+    return _loads(path, _read_text(path))
 
 
 def _merge_configs(folder: str) -> tuple[dict[str, Any], list[str]]:
@@ -251,7 +277,8 @@ def _merge_configs(folder: str) -> tuple[dict[str, Any], list[str]]:
     used: list[str] = []
     for name in CONFIG_FILES:
         p = os.path.join(folder, name)
-        if not os.path.isfile(p):
+        # a FIFO, a device or a dangling link under a config file's name is an error, not skipped
+        if not os.path.lexists(p) or os.path.isdir(p):
             continue
         data = _read_json(p)
         if not isinstance(data, dict):
@@ -269,12 +296,12 @@ def load_tokenizer(path: str | os.PathLike[str]) -> Tokenizer:
     """Load a local `tokenizer.json`, or the one in a model folder, with its configuration."""
     path = os.fspath(path)
     _import_tokenizers()  # the missing extra is the first thing to say
-    if not os.path.exists(path):
+    if not os.path.lexists(path):   # a dangling link or a loop is named by the reader below
         raise TokenizerError(f"{path}: no such tokenizer file or folder (give a local tokenizer.json or a "
                              f"model folder holding one; nothing is downloaded)")
     if os.path.isdir(path):
         folder, file = path, os.path.join(path, TOKENIZER_FILE)
-        if not os.path.isfile(file):
+        if not os.path.lexists(file) or os.path.isdir(file):
             others = [n for n in ("tokenizer.model", "tiktoken.model", "vocab.json", "tokenizer_config.json")
                       if os.path.exists(os.path.join(path, n))]
             found = f" (found {', '.join(others)})" if others else ""
@@ -286,10 +313,7 @@ def load_tokenizer(path: str | os.PathLike[str]) -> Tokenizer:
         # config files beside a tokenizer.json belong to the same model
         folder = (os.path.dirname(path) or ".") if os.path.basename(path) == TOKENIZER_FILE else None
     text = _read_text(file)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise TokenizerError(f"{file}: not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
+    data = _loads(file, text)
     if not isinstance(data, dict) or "model" not in data:
         raise TokenizerError(f"{file}: not a tokenizer.json (a JSON object with a \"model\" key is expected)")
     config, used = _merge_configs(folder) if folder else ({}, [])

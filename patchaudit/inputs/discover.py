@@ -5,15 +5,38 @@ folder holding a `pyvenv.cfg`), caches and what `.gitignore` files ignore
 (pathspec's gitwildmatch, the same rules as git, read from the scanned folders
 and their parents up to the repository root) are skipped.  A file named
 explicitly is always checked, as ruff does.
+
+What cannot be read is an error that names it, never a silent skip: a FIFO, a
+device or a socket named on the command line, a dangling symlink or a symlink
+loop named there, a dangling symlink met in the walk (a loop met in the walk is
+skipped, SECURITY.md promise 4), and a `.gitignore` that is not a regular file
+or is larger than `MAX_IGNORE_FILE`.  Nothing is opened except through
+`patchaudit.inputs.reader`.
+
+Patterns are matched by pathspec with Google's RE2 engine (`google-re2`, a
+dependency), which runs in linear time: with Python's `re`, a pattern such as
+`*a*a*a...b` backtracks exponentially on a long file name and the scan never
+ends.  Where re2 cannot be imported, pathspec's Python backend is used, and a
+pattern with more wildcards than `_safe_for_backtracking` allows is refused
+with an error naming its file and line (the rest of the file applies).
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from patchaudit.findings import FileError
+from patchaudit.inputs.reader import ReadError, check_regular, open_regular, read_bytes
+
+#: a .gitignore larger than this is refused (git itself refuses 100 MB ones; real ones are a few KB)
+MAX_IGNORE_FILE = 1024 * 1024
+#: the pathspec backend: None picks "re2" when google-re2 can be imported, else "simple" (Python's re)
+_BACKEND: str | None = None
+_HAVE_RE2: bool | None = None
 
 SKIP_DIRS = frozenset({
     ".git", ".hg", ".svn", "__pycache__", "node_modules", ".tox", ".nox", ".venv", "venv",
@@ -59,14 +82,128 @@ def _display(p: Path) -> str:
     return str(p) if rel.startswith("..") else rel
 
 
-def _spec_from_lines(lines: list[str]):
-    """A gitignore-style matcher (pathspec); also validates patterns for the configuration."""
+def read_error_message(exc: ReadError) -> str:
+    """The message of a file that is not read, as every error of a run words it
+    ("not a regular file (a FIFO (named pipe)): not read", "dangling symlink ...")."""
+    reason = exc.reason
+    tail = ", not a regular file: not read"
+    if reason.endswith(tail):
+        return f"not a regular file ({reason[:-len(tail)]}): not read"
+    return reason
+
+
+def refusal(path: str) -> str:
+    """Why `path` cannot be read (a dangling symlink, a loop, not a regular file, ...)."""
+    try:
+        check_regular(path)
+    except ReadError as exc:
+        return read_error_message(exc)
+    return "cannot read"
+
+
+def _re2_available() -> bool:
+    global _HAVE_RE2
+    if _HAVE_RE2 is None:
+        try:
+            import re2  # noqa: F401
+        except ImportError:
+            _HAVE_RE2 = False
+        else:
+            _HAVE_RE2 = True
+    return _HAVE_RE2
+
+
+#: the Python backend: at most this many wildcards crossing folders (`**`, and the implicit
+#: leading one of a pattern without a slash), this many `*` in one segment, and in all
+MAX_DEEP_WILDCARDS, MAX_SEGMENT_WILDCARDS, MAX_WILDCARDS = 2, 3, 5
+
+
+def _wildcards(pattern: str) -> tuple[int, int, int]:
+    """(folder-crossing wildcards, most `*` runs in one segment, all) of a gitignore pattern."""
+    body = pattern[1:] if pattern.startswith("!") else pattern
+    body = body.rstrip("/") if body.rstrip("/") else body
+    segments: list[list[str]] = [[]]
+    i = 0
+    while i < len(body):
+        c = body[i]
+        if c == "\\":
+            segments[-1].append("x")
+            i += 2
+            continue
+        if c == "[":   # a class: its `*` are literal
+            j = body.find("]", i + 2)
+            if j > 0:
+                segments[-1].append("x")
+                i = j + 1
+                continue
+        if c == "/":
+            segments.append([])
+        else:
+            segments[-1].append(c)
+        i += 1
+    deep = 0
+    most = total_segment = 0
+    for seg in segments:
+        text = "".join(seg)
+        if text and set(text) == {"*"} and len(text) >= 2:
+            deep += 1
+            continue
+        runs = sum(1 for k, ch in enumerate(text) if ch == "*" and (k == 0 or text[k - 1] != "*"))
+        most = max(most, runs)
+        total_segment += runs
+    anchored = "/" in body
+    if not anchored and not body.startswith("**"):
+        deep += 1   # pathspec matches it in any folder: `^(?:.+/)?...`
+    return deep, most, deep + total_segment
+
+
+def _safe_for_backtracking(pattern: str) -> str | None:
+    """None, or why Python's backtracking `re` must not match this pattern."""
+    stripped = pattern.strip()
+    if not stripped or stripped.startswith("#"):
+        return None
+    deep, most, total = _wildcards(pattern.rstrip())
+    if deep <= MAX_DEEP_WILDCARDS and most <= MAX_SEGMENT_WILDCARDS and total <= MAX_WILDCARDS:
+        return None
+    shown = pattern if len(pattern) <= 80 else pattern[:77] + "..."
+    return (f"pattern {shown!r} has {total} wildcards: too many to match safely without the re2 engine "
+            f"(Python's re would backtrack exponentially; install google-re2); pattern ignored")
+
+
+def _spec_from_lines(lines: list[str], *, backend: str | None = None, source: str | None = None,
+                     problems: list | None = None, first_line: int = 1, line_numbers: list | None = None):
+    """A gitignore-style matcher (pathspec); also validates patterns for the configuration.
+
+    With the Python backend (no re2), a pattern that could backtrack exponentially is
+    dropped: a FileError naming `source` and the line is appended to `problems`, or,
+    without `problems`, ValueError is raised.  `line_numbers`, if given, are the lines of
+    `lines` in their file (else `first_line` onwards)."""
     import pathspec
 
-    try:  # pathspec >= 0.12 names git's own flavour "gitignore"
-        return pathspec.PathSpec.from_lines("gitignore", lines)
-    except (KeyError, LookupError):
-        return pathspec.PathSpec.from_lines("gitwildmatch", lines)
+    chosen = backend or _BACKEND or ("re2" if _re2_available() else "simple")
+    if chosen == "re2":
+        try:
+            return pathspec.PathSpec.from_lines("gitignore", lines, backend="re2")
+        except ValueError:   # a pattern pathspec itself refuses: the caller decides
+            raise
+        except Exception:    # a regex RE2 cannot take (`[[:alpha:]]`) that Python's re can
+            if backend == "re2":
+                raise
+            chosen = "simple"   # the Python backend, after the wildcard check below
+    if chosen == "simple":
+        kept = []
+        for k, pattern in enumerate(lines):
+            why = _safe_for_backtracking(pattern)
+            if why is None:
+                kept.append(pattern)
+                continue
+            if problems is None:
+                raise ValueError(why)
+            line = line_numbers[k] if line_numbers is not None else first_line + k
+            problems.append(FileError(source or "exclude", why, line))
+            kept.append("")   # keeps pathspec's pattern indices in step
+        lines = kept
+    return pathspec.PathSpec.from_lines("gitignore", lines, backend=chosen)
 
 
 class _Ignores:
@@ -77,9 +214,10 @@ class _Ignores:
     top, a folder holding `.git` or the filesystem root.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, errors: list[FileError] | None = None) -> None:
         self._specs: dict[str, object | None] = {}
         self._chains: dict[tuple[str, str], list[tuple[str, object]]] = {}
+        self.errors = errors if errors is not None else []
 
     def spec(self, folder: str, listed: bool = True):
         """The folder's .gitignore matcher, or None.  `listed` is False when the
@@ -90,11 +228,22 @@ class _Ignores:
             pass
         spec = None
         gi = os.path.join(folder, ".gitignore")
-        try:
-            if listed and os.path.isfile(gi):
-                spec = _spec_from_lines(Path(gi).read_text(errors="replace").splitlines())
-        except (OSError, ValueError):
-            spec = None
+        # a .gitignore folder is no .gitignore; anything else that is not a regular file
+        # (a FIFO, a device, a dangling link) or is too large is an error naming it
+        if listed and os.path.lexists(gi) and not os.path.isdir(gi):
+            shown = _display(Path(gi))
+            try:
+                data = read_bytes(gi, MAX_IGNORE_FILE)
+            except ReadError as exc:
+                self.errors.append(FileError(shown, read_error_message(exc) +
+                                             ("" if "limit" not in exc.reason else
+                                              " (a .gitignore; its patterns are not applied)")))
+            else:
+                try:
+                    spec = _spec_from_lines(data.decode("utf-8", "replace").splitlines(), source=shown,
+                                            problems=self.errors)
+                except ValueError:
+                    spec = None
         self._specs[folder] = spec
         return spec
 
@@ -169,16 +318,25 @@ def discover(paths: list[str], exclude: list[str] | None = None) -> tuple[list[S
     seen: set[str] = set()  # real paths
     exclude_spec = None
     if exclude:
-        exclude_spec = _spec_from_lines(exclude)
-    ignores = _Ignores()
+        exclude_spec = _spec_from_lines(exclude, source="[tool.patchaudit] exclude", problems=errors)
+    ignores = _Ignores(errors)
     sep = os.sep
 
     for raw in paths:
         p = Path(raw)
-        if not p.exists() and not p.is_symlink():
-            errors.append(FileError(raw, "no such file or directory"))
+        try:
+            st = os.stat(p)
+        except OSError as exc:
+            if exc.errno in (errno.ENOENT, errno.ENOTDIR) and not os.path.islink(p):
+                errors.append(FileError(raw, "no such file or directory"))
+            else:   # a dangling symlink, a symlink loop, no permission: named, not a traceback
+                errors.append(FileError(raw, refusal(str(p))))
             continue
-        if p.is_file():
+        if not stat.S_ISDIR(st.st_mode) and not stat.S_ISREG(st.st_mode):
+            # a FIFO would block the run forever, a device never ends: never opened
+            errors.append(FileError(raw, refusal(str(p))))
+            continue
+        if not stat.S_ISDIR(st.st_mode):
             kind = classify(raw) or (PYTHON if raw.endswith(".py") else None)
             if kind is None:
                 # named explicitly but of no known kind: read as a patch if it looks like one
@@ -273,13 +431,19 @@ def discover(paths: list[str], exclude: list[str] | None = None) -> tuple[list[S
                 kind = classify(name)
                 if kind is None:
                     continue
+                broken = False
                 if entry.is_symlink():
                     try:
                         key = os.path.realpath(d_pre + name, strict=True)
-                    except (OSError, RuntimeError):
+                    except OSError as exc:
+                        if exc.errno == errno.ELOOP:
+                            continue   # a loop met in the walk is skipped (SECURITY.md promise 4)
+                        broken = True  # dangling: reported below, unless ignored
+                    except RuntimeError:
                         continue
-                    if not key.startswith(inside):
-                        continue  # never follow a link out of the scanned tree
+                    else:
+                        if not key.startswith(inside):
+                            continue  # never follow a link out of the scanned tree
                 else:
                     # a file that is no symlink, in a resolved folder, is its own real path
                     key = dres_pre + name
@@ -299,6 +463,9 @@ def discover(paths: list[str], exclude: list[str] | None = None) -> tuple[list[S
                     shown = d_pre + name
                 if exclude_spec is not None and exclude_spec.match_file(shown):
                     continue
+                if broken:
+                    errors.append(FileError(shown, refusal(d_pre + name)))
+                    continue
                 if key in seen:
                     continue
                 seen.add(key)
@@ -313,8 +480,8 @@ def _name(entry: os.DirEntry) -> str:
 
 def _looks_like_patch(p: Path) -> bool:
     try:
-        with open(p, "rb") as fh:
+        with open_regular(str(p)) as fh:
             head = fh.read(64 * 1024)
-    except OSError:
+    except OSError:   # ReadError too
         return False
     return b"\n@@ -" in head or head.startswith(b"diff ") or b"\n--- " in head and b"\n+++ " in head
