@@ -51,6 +51,9 @@ class RunResult:
     parsed: int = 0
     cached: int = 0
     hunks: list[Any] = field(default_factory=list)   # exact mode: per-hunk application records
+    #: what the user should hear that is no error (exit code unchanged): engine archive
+    #: members refused (a huge member, a lying header, a huge tar name)
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
@@ -103,6 +106,10 @@ def run_python_rules(unit, rules: list[type[Rule]], settings: Settings, result: 
               and r.can_match(unit.text, settings)]
     if not active:
         return []
+    # libcst costs ~600 bytes of memory a byte and ~0.7 MB/s: a text over the parse budget
+    # is reported and never parsed (patchaudit/units/pyast.py; can_match did not parse it)
+    if _too_large(unit, settings, result):
+        return []
     import libcst as cst
 
     from patchaudit.lazy_metadata import metadata_wrapper, visit_rules
@@ -115,7 +122,7 @@ def run_python_rules(unit, rules: list[type[Rule]], settings: Settings, result: 
         info = unit.info(deep[0])
         result.errors.append(FileError(unit.path, f"Python nested too deeply: about {deep[1]} levels, over the "
                                                   f"limit of {settings.max_nesting} (max-nesting); not analysed",
-                                       info.line if info else None))
+                                       info.line if info else _unit_line(unit)))
         return []
     # local rules (Rule.local) run on the unit pruned to their statements, the others on
     # the whole unit; a rule that only reads the module (the dataflow rules) then no
@@ -138,7 +145,8 @@ def run_python_rules(unit, rules: list[type[Rule]], settings: Settings, result: 
             result.errors.append(FileError(unit.path, f"cannot parse Python: {exc.message}", exc.raw_line))
         return []
     except RecursionError:
-        result.errors.append(FileError(unit.path, "Python nested too deeply to parse (recursion limit)"))
+        result.errors.append(FileError(unit.path, "Python nested too deeply to parse (recursion limit)",
+                                       _unit_line(unit)))
         return []
     result.parsed += 1
     out: list[Finding] = []
@@ -149,13 +157,39 @@ def run_python_rules(unit, rules: list[type[Rule]], settings: Settings, result: 
         try:
             visit_rules(wrapper, instances)
         except RecursionError:
-            result.errors.append(FileError(unit.path, "Python nested too deeply to analyse (recursion limit)"))
+            result.errors.append(FileError(unit.path, "Python nested too deeply to analyse (recursion limit)",
+                                           _unit_line(unit)))
             return []
         for inst in instances:
             if inst.crash is not None:
-                result.errors.append(FileError(unit.path, f"rule {inst.code} crashed: {inst.crash!r}"))
+                result.errors.append(FileError(unit.path, f"rule {inst.code} crashed: {inst.crash!r}",
+                                               _unit_line(unit)))
             out.extend(_to_findings(unit, type(inst), inst.reports))
     return out
+
+
+def _too_large(unit, settings: Settings, result: FileResult) -> bool:
+    """Whether the unit's text is over `max-parse-size`; if so the error is on `result`,
+    naming the file, or the engine file as patched, or the hunk."""
+    from patchaudit.units import pyast
+
+    if getattr(unit, "unanalysed", None):
+        result.errors.append(FileError(unit.path, unit.unanalysed, _unit_line(unit)))
+        return True
+    limit = pyast.parse_limit(settings)
+    size = pyast.over_limit(unit.text, limit)
+    if size is None:
+        return False
+    what = pyast.too_large_message(size, limit)
+    if unit.mode == "exact":
+        what = f"{unit.target_path} as patched is {what}"
+    elif unit.mode == "fragment":
+        what = f"the Python a hunk of {unit.target_path} shows is {what}"
+    else:
+        what = f"Python {what}"
+    result.errors.append(FileError(unit.path, what, None if unit.mode == "file"
+                                   else _unit_line(unit)))
+    return True
 
 
 def _prune_needles(rules: list[type[Rule]], text: str) -> set[str] | None:
@@ -239,36 +273,39 @@ def run_unit_rules(unit, kind: str, rules: list[type[Rule]], settings: Settings,
 # per-file analysis
 
 
+def read_error(exc, what: str = "max-file-size") -> FileError:
+    """The FileError of a file the reader refused (patchaudit/inputs/reader.py)."""
+    from patchaudit.inputs.discover import read_error_message
+
+    message = read_error_message(exc)
+    if "over the limit of" in message:
+        message += f" ({what})"
+    return FileError(exc.path, message, exc.line)
+
+
 def read_bytes(path: str, settings: Settings, result: FileResult) -> bytes | None:
-    import stat
+    """The file's bytes through the one guarded reader: a regular file (a FIFO would
+    block the run forever, a device never ends: never opened), at most
+    `max-file-size` bytes even if it grows; else None and an error in `result`."""
+    from patchaudit.inputs.reader import ReadError
+    from patchaudit.inputs.reader import read_bytes as _read
 
     try:
-        st = os.stat(path)
-        if not stat.S_ISREG(st.st_mode):
-            # a FIFO would block the run forever, a device never ends: never opened
-            result.errors.append(FileError(path, "not a regular file (FIFO, device or socket): not read"))
-            return None
-        size = st.st_size
-        if size <= settings.max_file_size:
-            with open(path, "rb") as fh:
-                data = fh.read(settings.max_file_size + 1)   # bounded even if the file grows
-            if len(data) <= settings.max_file_size:
-                return data
-            size = len(data)
-        result.errors.append(FileError(path, f"file is {size} bytes, over the limit of "
-                                             f"{settings.max_file_size} (max-file-size)"))
-        return None
-    except OSError as exc:
+        return _read(path, settings.max_file_size)
+    except ReadError as exc:
+        result.errors.append(read_error(exc))
+    except OSError as exc:   # pragma: no cover - the reader raises ReadError
         result.errors.append(FileError(path, f"cannot read: {exc.strerror or exc}"))
-        return None
+    return None
 
 
 def decode_source(path: str, data: bytes, result: FileResult) -> str | None:
+    from patchaudit.inputs.reader import ReadError, decode_utf8
+
     try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        result.errors.append(FileError(path, f"not valid UTF-8 (byte 0x{data[exc.start]:02x})", line))
+        return decode_utf8(path, data)
+    except ReadError as exc:
+        result.errors.append(FileError(path, exc.reason, exc.line))
         return None
 
 
@@ -282,6 +319,9 @@ def analyse_file(src: SourceFile, settings: Settings, rules: list[type[Rule]] | 
 
     rules = rules if rules is not None else resolve_rules(settings)
     result = FileResult(src.path)
+    from patchaudit.units.pyast import set_parse_limit
+
+    set_parse_limit(settings)   # every parser of this process refuses texts over max-parse-size
     if data is None:
         data = read_bytes(src.path, settings, result)
     if data is None:
@@ -298,23 +338,32 @@ def analyse_file(src: SourceFile, settings: Settings, rules: list[type[Rule]] | 
             comment_lines = suppressible_patch_lines(patch)
             punit = PatchUnit(path=src.path, patch=patch, problems=patch.problems)
             units_py, units_text = [], []
-            engine_ctx = engines.for_patch(patch) if engines is not None else None
+            engine_ctx = _exact_engine(engines, patch, src.path, result)
             if engine_ctx is not None:
                 from patchaudit.units.exact import exact_units
 
-                units_py, units_text, punit.engine = exact_units(patch, engine_ctx, report_path=src.path)
-                result.hunks = [h.to_json() for h in punit.engine.hunks]
-            else:
+                try:
+                    units_py, units_text, punit.engine = exact_units(patch, engine_ctx, report_path=src.path)
+                except Exception as exc:   # a safety net: exact_units isolates each file section itself
+                    result.errors.append(_internal_error(src.path, exc, "in exact mode; the patch was "
+                                                                        "checked without the engine"))
+                    engine_ctx, punit.engine = None, None
+                else:
+                    result.errors.extend(punit.engine.errors)
+                    result.hunks = [h.to_json() for h in punit.engine.hunks]
+            if engine_ctx is None:
                 py_rules = [r for r in rules if K_PYTHON in r.kinds]
                 units_py, units_text = patch_fragment_units(
                     patch, src.path, lambda text: any(r.can_match(text, settings) for r in py_rules))
             findings += run_unit_rules(punit, K_PATCH, rules, settings, result,
                                        engine=engine_ctx, tokenizer=tokenizer)
+            # one unit (a hunk's windows, an exact-mode file) that fails costs that unit only
             for u in units_py:
-                findings += run_python_rules(u, rules, settings, result, tokenizer)
+                findings += _isolated(u, result, lambda u=u: run_python_rules(u, rules, settings, result,
+                                                                              tokenizer))
             for u in units_text:
-                findings += run_unit_rules(u, K_TEXT, rules, settings, result, engine=engine_ctx,
-                                           tokenizer=tokenizer)
+                findings += _isolated(u, result, lambda u=u: run_unit_rules(
+                    u, K_TEXT, rules, settings, result, engine=engine_ctx, tokenizer=tokenizer))
         else:
             text = decode_source(src.path, data, result)
             if text is None:
@@ -331,19 +380,81 @@ def analyse_file(src: SourceFile, settings: Settings, rules: list[type[Rule]] | 
                 findings += run_unit_rules(unit, K_TEXT, rules, settings, result, tokenizer=tokenizer)
     except RecursionError:
         result.errors.append(FileError(src.path, "input nested too deeply (recursion limit)"))
+        _engine_errors(engines, result)
+        return result
+    except MemoryError:   # over a worker's address-space budget (parallel.py), or the machine's
+        result.errors.append(FileError(src.path, "analysis ran out of memory; not analysed"))
+        _engine_errors(engines, result)
         return result
     except Exception as exc:  # isolate: a bug on one file never stops the run
         import traceback
 
         tb = traceback.extract_tb(exc.__traceback__)[-1]
         result.errors.append(FileError(src.path, f"internal error: {exc!r} at {os.path.basename(tb.filename)}:{tb.lineno}"))
+        _engine_errors(engines, result)
         return result
+    _engine_errors(engines, result)
     findings = _dedupe(findings)
     findings = apply_per_file_ignores(findings, settings)
     result.findings, result.unused_suppressions = apply_suppressions(
         findings, comment_lines if comment_lines is not None else raw_lines)
     _finish_findings(src, result, raw_lines, comment_lines, rules, settings, engines, tokenizer)
     return result
+
+
+def _engine_errors(engines: Any, result: FileResult) -> None:
+    """Engine files refused while this file was analysed (over max-file-size, unreadable):
+    each is reported once by the process that met it (units/exact.py BoundedSource)."""
+    take = getattr(engines, "take_errors", None)
+    if callable(take):
+        result.errors.extend(take())
+
+
+def _internal_error(path: str, exc: BaseException, what: str, line: int | None = None) -> FileError:
+    import traceback
+
+    if isinstance(exc, RecursionError):
+        return FileError(path, f"nested too deeply (recursion limit) {what}", line)
+    tb = traceback.extract_tb(exc.__traceback__)
+    at = f" at {os.path.basename(tb[-1].filename)}:{tb[-1].lineno}" if tb else ""
+    return FileError(path, f"internal error {what}: {exc!r}{at}", line)
+
+
+def _exact_engine(engines: Any, patch, path: str, result: FileResult):
+    """The engine context a patch is checked against, or None (fragment mode): a failure
+    while choosing it is an error, and the patch is still checked without the engine."""
+    if engines is None:
+        return None
+    try:
+        return engines.for_patch(patch)
+    except Exception as exc:
+        result.errors.append(_internal_error(path, exc, "while matching the patch to the engine; it was "
+                                                        "checked without the engine"))
+        return None
+
+
+def _unit_line(unit) -> int | None:
+    """The patch line a unit starts at: its hunk's header, its first judged line, its section."""
+    if getattr(unit, "hunk", None) is not None:
+        return unit.hunk.header_line
+    lm = getattr(unit, "lines_map", None) or {}
+    lines = [lm[k].line for k in (unit.judged if unit.judged is not None else lm) if k in lm]
+    if lines:
+        return min(lines)
+    section = getattr(unit, "section", None)
+    return section.header_line if section is not None else None
+
+
+def _isolated(unit, result: FileResult, run) -> list[Finding]:
+    """`run()` (the rules on one unit of a patch); a failure costs that unit only and is
+    an error naming the patch file and the unit's line."""
+    try:
+        return run()
+    except Exception as exc:   # RecursionError too: the stack is unwound to here
+        where = unit.target_path or (unit.section.path if getattr(unit, "section", None) else unit.path)
+        result.errors.append(_internal_error(unit.path, exc, f"on {where}; the rest of the patch was checked",
+                                             _unit_line(unit)))
+        return []
 
 
 def _finish_findings(src: SourceFile, result: FileResult, raw_lines: list[str], comment_lines,
@@ -487,9 +598,20 @@ def open_engines(settings: Settings):
     from patchaudit.units.exact import EngineSet
 
     try:
-        return EngineSet.open(settings.engines)
+        # engine reads are bounded by max-file-size too, and one refused file is an error, not a crash
+        return EngineSet.open(settings.engines, max_file_size=settings.max_file_size)
     except EngineError as exc:
         raise RunError(str(exc)) from None
+
+
+def engine_warnings(engines: Any) -> list[str]:
+    """The members each engine archive left out and why (inputs/engine.py `warnings`)."""
+    out: list[str] = []
+    for src, _ in getattr(engines, "engines", None) or ():
+        warn = getattr(src, "warnings", None)
+        if callable(warn):
+            out.extend(f"engine {src.name!r} ({src.label}): {w}" for w in warn())
+    return out
 
 
 def load_tokenizer(settings: Settings):
@@ -501,6 +623,17 @@ def load_tokenizer(settings: Settings):
         return _load(settings.tokenizer)
     except TokenizerError as exc:
         raise RunError(str(exc)) from None
+
+
+def _unique_errors(errors: list[FileError]) -> list[FileError]:
+    seen: set[tuple[str, int | None, str]] = set()
+    out = []
+    for e in errors:
+        key = (e.path, e.line, e.message)
+        if key not in seen:
+            seen.add(key)
+            out.append(e)
+    return out
 
 
 def run_check(paths: list[str], settings: Settings, progress: Any = None) -> RunResult:
@@ -530,7 +663,9 @@ def run_check(paths: list[str], settings: Settings, progress: Any = None) -> Run
     engines = open_engines(settings)
     tokenizer = load_tokenizer(settings)
     cache = ResultCache.for_run(settings, codes) if root is not None else None
-    result = RunResult(errors=list(errors), files=len(files))
+    # values of the configuration refused (a limit above its hard cap): errors of the run
+    result = RunResult(errors=list(getattr(settings, "problems", ())) + list(errors), files=len(files))
+    result.warnings.extend(engine_warnings(engines))
     done = (lambda: progress(len(files))) if progress is not None else None
     for fr, hit in scan(files, settings, metas, engines, tokenizer, cache, on_done=done):
         result.findings.extend(fr.findings)
@@ -538,6 +673,8 @@ def run_check(paths: list[str], settings: Settings, progress: Any = None) -> Run
         result.parsed += 0 if hit else fr.parsed   # a cached result was parsed by an earlier run
         result.cached += hit
         result.hunks.extend(getattr(fr, "hunks", ()))
+    # one refused engine file is one error of the run, however many worker processes met it
+    result.errors = _unique_errors(result.errors)
     if cache is not None:
         cache.save()
     # rules that see the whole set of patches (PA304): once per run, after the per-file

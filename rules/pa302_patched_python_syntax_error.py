@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from patchaudit.findings import Severity
 from patchaudit.rule import PATCH, Example, Rule
+from patchaudit.units.pyast import over_limit
 from patchaudit.units.symbols import parse_python
 
 from ._exact import CLEAN_HUNK, engine_tree, patch_for
@@ -69,6 +70,8 @@ class PatchedPythonSyntaxError(Rule):
                 continue
             post = [l for h in sec.hunks for l in h.post_image]
             text = "\n".join(l.text for l in post) + "\n"
+            if over_limit(text) is not None:
+                continue   # over max-parse-size: never parsed (compile() would parse it whole)
             if parse_python(text) is not None:
                 continue
             try:

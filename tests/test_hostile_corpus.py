@@ -238,15 +238,16 @@ def test_a_100000_line_function_as_a_file_and_as_a_patch(tmp_path):
 
 @pytest.mark.skipif(not os.environ.get("PATCHAUDIT_SLOW"), reason="minutes of libcst work: set PATCHAUDIT_SLOW=1")
 def test_a_100000_line_function_analysed_by_libcst(tmp_path):
+    # 3.3 MB: over the default max-parse-size (2 MiB), under its hard maximum
     text = hundred_thousand_line_function(call=True)
     py = tmp_path / "handler.py"
     py.write_text(text)
-    rel, fr = run_one(py, select=["PA101"])
+    rel, fr = run_one(py, select=["PA101"], max_parse_size=8 * 1024 * 1024)
     assert fr.errors == []
     assert [(f.code, f.line) for f in fr.findings] == [("PA101", 99_999)]
     patch = tmp_path / "handler.patch"
     patch.write_text(_as_patch(text))
-    rel, fr = run_one(patch, select=["PA101"])
+    rel, fr = run_one(patch, select=["PA101"], max_parse_size=8 * 1024 * 1024)
     assert fr.errors == []
     assert [(f.code, f.line) for f in fr.findings] == [("PA101", 3 + 99_999)]
 

@@ -300,14 +300,23 @@ def _dying_worker(i, src, data):   # a worker process that crashes hard (a segfa
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the pool forks on Linux only")
-def test_dead_worker_runs_its_files_here(tmp_path, monkeypatch):
+def test_dead_workers_cost_their_files_only(tmp_path, monkeypatch):
+    """A worker that dies (a segfault, an OOM kill) costs the file it was on: that file is
+    reported, never run again here (it could kill this process too), and a new worker goes
+    on.  Workers that die on every file, none finishing one, are given up after
+    MAX_DEATHS_WITHOUT_PROGRESS files: the rest runs here with the same findings.
+    (tests/test_security_budgets.py kills a worker on one file only.)"""
     root = _tree(tmp_path / "tree")
     serial = _run(root, monkeypatch, jobs=1, cache=False)
     monkeypatch.setattr(parallel, "POOL_MIN_BYTES", 0)
     monkeypatch.setattr(parallel, "_worker_run", _dying_worker)
     pooled = _run(root, monkeypatch, jobs=2, cache=False)
     assert parallel.LAST_SCAN["pool"]
-    _same(serial, pooled)
+    lost = {e.path for e in pooled.errors if "worker process" in e.message}
+    assert len(lost) == parallel.MAX_DEATHS_WITHOUT_PROGRESS == parallel.LAST_SCAN["lost"]
+    assert _keys(pooled.findings) == _keys([f for f in serial.findings if f.path not in lost])
+    assert _errors(e for e in pooled.errors if e.path not in lost) == \
+        _errors(e for e in serial.errors if e.path not in lost)
 
 
 def test_changed_file_is_analysed_again(tmp_path, monkeypatch):

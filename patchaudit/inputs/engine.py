@@ -10,9 +10,9 @@ and the index are never touched).
 ``patch -pN`` strip level (and an engine-side directory prefix) that maps the
 paths of a patch onto the engine's files; ``map_path`` applies it.
 
-Only the standard library is imported at module import time; GitPython is
-imported inside the functions that need it (start-up time matters for the
-pre-commit hook).
+Only the standard library is imported at module import time; git is run
+(through `patchaudit.inputs.safegit`, never directly) only by the functions
+that need it (start-up time matters for the pre-commit hook).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import lzma
 import os
 import re
 import stat
+import struct
 import tarfile
 import zipfile
 import zlib
@@ -46,8 +47,19 @@ __all__ = [
 
 # Limits against hostile or runaway sources.  Module-level so callers (and
 # tests) can adjust them; they are read at the time a source is opened/read.
-MAX_MEMBER_BYTES = 64 * 1024 * 1024  # one file, uncompressed
+# One file, uncompressed.  No engine source file is near this (SGLang's largest is
+# ~200 KB); a 92 KB wheel holding one 60 MiB member took the run's memory.
+MAX_MEMBER_BYTES = 16 * 1024 * 1024
 MAX_MEMBERS = 200_000  # members of one archive
+# A member name longer than this (a tar GNU long name, a pax path) is skipped with a
+# warning, and a GNU long name or a pax header longer than the limits below is never
+# read: tarfile reads them whole (a 1.5 GiB name in a 1.5 MB sdist took all memory).
+MAX_NAME_BYTES = 4096
+MAX_PAX_HEADER_BYTES = 1024 * 1024
+# extension headers of one GNU sparse member (tarfile keeps every entry of each)
+MAX_SPARSE_BLOCKS = 64
+# a zip's central directory is read whole by zipfile (an entry is >= 46 bytes)
+MAX_CENTRAL_DIRECTORY_BYTES = 64 * 1024 * 1024
 MAX_TOTAL_BYTES = 2 * 1024 * 1024 * 1024  # all members of one archive, uncompressed
 MAX_DIR_FILES = 1_000_000  # files listed from one directory source
 # An sdist is decompressed once, in a single streaming pass; the contents of
@@ -141,6 +153,11 @@ class EngineSource:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name}={self.label}>"
+
+    def warnings(self) -> list[str]:
+        """What the user should hear about the members left out (archives: see
+        WheelSource/SdistSource); a directory or git source says nothing."""
+        return []
 
     # -- to implement ------------------------------------------------------
     def _list(self) -> Iterable[str]:
@@ -440,8 +457,11 @@ def _check_rev(rev: str, name: str) -> None:
 
 
 class GitSource(EngineSource):
-    """A git repository at a revision, read through GitPython (ls-tree and
-    cat-file); the work tree and the index are never read or written."""
+    """A git repository at a revision, read as objects only (ls-tree, cat-file,
+    log -L) through `patchaudit.inputs.safegit.ObjectRepo`: git runs in a
+    private git directory with the repository's objects, so the repository's
+    own config, hooks and attributes are never read (it may be committed in a
+    hostile checkout), and its work tree and index are never read or written."""
 
     kind = "git"
 
@@ -449,25 +469,25 @@ class GitSource(EngineSource):
         _check_rev(rev, name)
         if path.startswith("-"):
             raise EngineError(f"engine {name!r}: refusing path {path!r} (starts with '-')")
-        import git  # lazy: GitPython costs start-up time
-        from git.exc import GitCommandError, InvalidGitRepositoryError, NoSuchPathError
+        from patchaudit.inputs.safegit import GitError, NotARepository, ObjectRepo
 
         try:
-            repo = git.Repo(path)
-        except NoSuchPathError as e:
+            repo = ObjectRepo(path)
+        except FileNotFoundError as e:
             raise EngineError(f"engine {name!r}: {path!r} does not exist") from e
-        except InvalidGitRepositoryError as e:
+        except NotARepository as e:
             raise EngineError(f"engine {name!r}: {path!r} is not a git repository") from e
+        except (GitError, OSError) as e:
+            raise EngineError(f"engine {name!r}: cannot read the git repository {path!r}: {e}") from e
         try:
             # rev never starts with '-' (checked), so git cannot read it as an option
-            sha = repo.git.rev_parse("--verify", "--quiet", rev + "^{commit}")
-        except GitCommandError as e:
+            sha = repo.resolve_commit(rev)
+        except GitError as e:
             repo.close()
-            raise EngineError(f"engine {name!r}: revision {rev!r} not found in {path}") from e
-        sha = sha.strip()
-        if not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", sha):
+            raise EngineError(f"engine {name!r}: revision {rev!r} not found in {path}: {e}") from e
+        if sha is None:
             repo.close()
-            raise EngineError(f"engine {name!r}: revision {rev!r} did not resolve in {path}")
+            raise EngineError(f"engine {name!r}: revision {rev!r} not found in {path}")
         self.path = os.path.abspath(path)
         self.rev = rev
         self.sha = sha
@@ -482,7 +502,12 @@ class GitSource(EngineSource):
 
     def _tree(self) -> dict[str, str]:
         if self._blobs is None:
-            out = self._repo.git.ls_tree("-r", "-z", "--full-tree", self.sha, stdout_as_string=False)
+            from patchaudit.inputs.safegit import GitError
+
+            try:
+                out = self._repo.git("ls-tree", "-r", "-z", "--full-tree", self.sha).stdout
+            except GitError as e:
+                raise EngineError(f"engine {self.name!r} ({self.label}): {e}") from None
             blobs: dict[str, str] = {}
             entries = out.split(b"\x00")
             if len(entries) > MAX_MEMBERS + 1:
@@ -510,15 +535,19 @@ class GitSource(EngineSource):
         return self._tree().keys()
 
     def _object(self, hexsha: str, what: str) -> bytes:
-        from gitdb.util import hex_to_bin
+        from patchaudit.inputs.safegit import GitError
 
-        binsha = hex_to_bin(hexsha)
-        info = self._repo.odb.info(binsha)
-        if info.size > MAX_MEMBER_BYTES:
-            raise EngineError(
-                f"engine {self.name!r} ({self.label}): {what} is over the {_fmt_size(MAX_MEMBER_BYTES)} limit"
-            )
-        return self._repo.odb.stream(binsha).read()
+        try:
+            info = self._repo.info(hexsha)
+            if info is None:
+                raise EngineError(f"engine {self.name!r} ({self.label}): {what}: object {hexsha} is missing")
+            if info[2] > MAX_MEMBER_BYTES:
+                raise EngineError(
+                    f"engine {self.name!r} ({self.label}): {what} is over the {_fmt_size(MAX_MEMBER_BYTES)} limit"
+                )
+            return self._repo.read(info[0])
+        except GitError as e:
+            raise EngineError(f"engine {self.name!r} ({self.label}): cannot read {what}: {e}") from None
 
     def _read(self, p: str) -> bytes | None:
         sha = self._tree().get(p)
@@ -531,29 +560,24 @@ class GitSource(EngineSource):
             return None
         if set(sha_prefix) == {"0"}:  # /dev/null side of a diff
             return None
-        from gitdb.exc import BadName, BadObject
-        from gitdb.util import bin_to_hex
+        from patchaudit.inputs.safegit import GitError
 
         try:
-            binsha = self._repo.odb.partial_to_complete_sha_hex(sha_prefix.lower())
-            info = self._repo.odb.info(binsha)
-        except (BadObject, BadName, ValueError):
+            info = self._repo.info(sha_prefix.lower())   # a missing object is never fetched
+        except GitError:
             return None
-        typ = info.type.decode() if isinstance(info.type, bytes) else info.type
-        if typ != "blob":
+        if info is None or info[1] != "blob":
             return None
-        return self._object(bin_to_hex(binsha).decode("ascii"), f"blob {sha_prefix}")
+        return self._object(info[0], f"blob {sha_prefix}")
 
     def _has_commit(self, sha: str) -> bool:
-        from gitdb.exc import BadName, BadObject
-        from gitdb.util import hex_to_bin
+        from patchaudit.inputs.safegit import GitError
 
         try:
-            info = self._repo.odb.info(hex_to_bin(sha))
-        except (BadObject, BadName, ValueError):
+            info = self._repo.info(sha)
+        except GitError:
             return False
-        typ = info.type.decode() if isinstance(info.type, bytes) else info.type
-        return typ == "commit"
+        return info is not None and info[1] == "commit"
 
     def line_commits(self, path: str, start: int, end: int, since: EngineSource) -> list[dict]:
         """Commits in ``since.sha..self.sha`` that changed lines start..end
@@ -561,7 +585,7 @@ class GitSource(EngineSource):
         first, via ``git log -L``.  Best effort: returns [] when ``since`` is
         not a revision of this repository, the path is not in this revision,
         the range is empty or git fails."""
-        from git.exc import GitCommandError
+        from patchaudit.inputs.safegit import GitError
 
         if not isinstance(since, GitSource) or not self._has_commit(since.sha):
             return []
@@ -579,16 +603,17 @@ class GitSource(EngineSource):
         if start > end:
             return []
         try:
-            out = self._repo.git.log(
+            out = self._repo.git(
+                "log",
                 f"-L{start},{end}:{p}",  # one argv element: the path cannot become an option
                 "--no-ext-diff",
                 "--no-textconv",
                 "--no-color",
+                "--no-show-signature",
                 "--format=%x1e%H%x1f%an%x1f%aI%x1f%s",
                 f"{since.sha}..{self.sha}",
-                stdout_as_string=False,
-            )
-        except GitCommandError:
+            ).stdout
+        except GitError:
             return []
         commits = []
         for rec in out.split(b"\x1e")[1:]:
@@ -605,18 +630,82 @@ class GitSource(EngineSource):
 # wheel / zip
 
 
+#: skipped members not worth a warning: links and special files (they are never read)
+_QUIET_REASONS = ("symlink member", "hard link member", "not a regular file")
+#: members too large to be a source that no warning is needed for: binaries (a real
+#: vllm wheel holds .so files of hundreds of MB)
+_BINARY_SUFFIXES = (".so", ".pyd", ".dll", ".dylib", ".a", ".o", ".lib", ".bin", ".pt", ".pth", ".ckpt",
+                    ".safetensors", ".onnx", ".cubin", ".fatbin", ".ptx", ".whl", ".zip", ".gz", ".tar",
+                    ".xz", ".bz2", ".zst", ".npz", ".npy", ".pkl", ".jar", ".exe", ".dat")
+
+
+def _shown_name(name: str, limit: int = 300) -> str:
+    return name if len(name) <= limit else f"{name[:limit]}... ({len(name)} characters)"
+
+
+def _archive_warnings(skipped: list[tuple[str, str]]) -> list[str]:
+    out = []
+    for name, reason in skipped:
+        if not reason or reason in _QUIET_REASONS:
+            continue
+        if reason.startswith("over the") and name.lower().endswith(_BINARY_SUFFIXES):
+            continue
+        out.append(f"member {_shown_name(name)} skipped: {reason}")
+    return out
+
+
+def _zip_directory_entries(path: str) -> int | None:
+    """How many entries a zip's central directory holds, counted from its bytes before
+    zipfile builds a ZipInfo for each (None: zipfile will say what is wrong).  The
+    directory is at most MAX_CENTRAL_DIRECTORY_BYTES."""
+    try:
+        with open(path, "rb") as fp:
+            endrec = zipfile._EndRecData(fp)  # type: ignore[attr-defined]
+            if not endrec:
+                return None
+            size_cd = endrec[zipfile._ECD_SIZE]  # type: ignore[attr-defined]
+            offset_cd = endrec[zipfile._ECD_OFFSET]  # type: ignore[attr-defined]
+            concat = endrec[zipfile._ECD_LOCATION] - size_cd - offset_cd  # type: ignore[attr-defined]
+            if endrec[zipfile._ECD_SIGNATURE] == zipfile.stringEndArchive64:  # type: ignore[attr-defined]
+                concat -= zipfile.sizeEndCentDir64 + zipfile.sizeEndCentDir64Locator  # type: ignore[attr-defined]
+            if size_cd > MAX_CENTRAL_DIRECTORY_BYTES:
+                return MAX_MEMBERS + 1 if size_cd // 46 > MAX_MEMBERS else None
+            fp.seek(offset_cd + concat)
+            cd = fp.read(size_cd)
+    except (OSError, AttributeError, IndexError, TypeError, ValueError, struct.error):
+        return None
+    count, pos = 0, 0
+    while pos + 46 <= len(cd) and cd[pos:pos + 4] == b"PK\x01\x02":
+        n, m, k = struct.unpack_from("<HHH", cd, pos + 28)
+        pos += 46 + n + m + k
+        count += 1
+    return count
+
+
 class WheelSource(EngineSource):
-    """A .whl or .zip read in place with zipfile (never extracted)."""
+    """A .whl or .zip read in place (never extracted).
+
+    zipfile lists the members; the bytes of one are read here: its deflate stream is
+    inflated with a bound (no more than the member limit, whatever the archive says),
+    and the result must have the size and CRC its header gives (zip bombs lie about
+    sizes).  Members compressed otherwise than stored or deflated (what wheels use) are
+    skipped: zipfile inflates a bzip2 or lzma chunk whole, so 1 KB can become gigabytes
+    at the first read."""
 
     kind = "wheel"
 
     def __init__(self, path: str, name: str = "engine", spec: str | None = None) -> None:
         super().__init__(name, spec if spec is not None else path, os.path.basename(path))
         self.path = os.path.abspath(path)
+        entries = _zip_directory_entries(path)
+        if entries is not None and entries > MAX_MEMBERS:
+            raise EngineError(f"engine {name!r}: {path} has {entries} members (limit {MAX_MEMBERS})")
         try:
             zf = zipfile.ZipFile(path)
         except (OSError, zipfile.BadZipFile, zipfile.LargeZipFile) as e:
             raise EngineError(f"engine {name!r}: cannot read {path} as a zip archive: {e}") from e
+        except Exception as e:   # a hostile directory: zipfile raises what it meets (Unicode, version...)
+            raise EngineError(f"engine {name!r}: cannot read {path} as a zip archive: {e!r}") from e
         try:
             infos = zf.infolist()
             if len(infos) > MAX_MEMBERS:
@@ -628,7 +717,13 @@ class WheelSource(EngineSource):
                 )
             members: dict[str, zipfile.ZipInfo] = {}
             for info in infos:
+                if not info.filename:   # a name zipfile cut at a NUL
+                    self.skipped.append(("", "empty member name"))
+                    continue
                 if info.is_dir():
+                    continue
+                if len(info.filename.encode("utf-8", "surrogateescape")) > MAX_NAME_BYTES:
+                    self.skipped.append((_shown_name(info.filename), f"member name over {MAX_NAME_BYTES} bytes"))
                     continue
                 norm, reason = _member_name(info.filename)
                 if norm is None:
@@ -643,19 +738,31 @@ class WheelSource(EngineSource):
                     self.skipped.append((info.filename, "not a regular file"))
                     continue
                 if info.file_size > MAX_MEMBER_BYTES:
-                    self.skipped.append((info.filename, f"over the {_fmt_size(MAX_MEMBER_BYTES)} limit"))
+                    self.skipped.append((info.filename, f"over the {_fmt_size(MAX_MEMBER_BYTES)} limit "
+                                                        f"({_fmt_size(info.file_size)})"))
+                    continue
+                if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+                    self.skipped.append((info.filename, f"compression method {info.compress_type} (only "
+                                                        f"stored and deflated members are read)"))
+                    continue
+                if info.flag_bits & 0x1:
+                    self.skipped.append((info.filename, "encrypted member"))
                     continue
                 members[norm] = info  # duplicates: the last one wins, as when installed
-        except BaseException:
+        except EngineError:
             zf.close()
             raise
-        self._zf = zf
+        except Exception as e:
+            zf.close()
+            raise EngineError(f"engine {name!r}: cannot read {path} as a zip archive: {e!r}") from e
+        zf.close()   # the bytes are read by _inflate, from the file itself
         self._members = members
 
+    def warnings(self) -> list[str]:
+        return _archive_warnings(self.skipped)
+
     def close(self) -> None:
-        zf = getattr(self, "_zf", None)
-        if zf is not None:
-            zf.close()
+        pass
 
     def _list(self) -> Iterable[str]:
         return self._members.keys()
@@ -664,16 +771,49 @@ class WheelSource(EngineSource):
         info = self._members.get(p)
         if info is None:
             return None
+        what = f"engine {self.name!r} ({self.label}): {p}"
         try:
-            with self._zf.open(info) as fh:
-                data = fh.read(MAX_MEMBER_BYTES + 1)
-        except (OSError, zipfile.BadZipFile, RuntimeError, NotImplementedError, EOFError) as e:
-            raise EngineError(f"engine {self.name!r} ({self.label}): cannot read {p}: {e}") from e
-        if len(data) > MAX_MEMBER_BYTES:
-            raise EngineError(
-                f"engine {self.name!r} ({self.label}): {p} is over the {_fmt_size(MAX_MEMBER_BYTES)} limit"
-            )
+            data = self._inflate(info, min(info.file_size, MAX_MEMBER_BYTES))
+        except (OSError, zlib.error, struct.error) as e:
+            raise EngineError(f"{what}: cannot read: {e}") from e
+        except Exception as e:   # whatever a hostile member makes the reader meet
+            raise EngineError(f"{what}: cannot read: {e!r}") from e
+        if len(data) > info.file_size:
+            raise EngineError(f"{what} refused: its data inflates to more than the {info.file_size} bytes its "
+                              f"header says (limit {_fmt_size(MAX_MEMBER_BYTES)})")
+        if len(data) < info.file_size:
+            raise EngineError(f"{what} refused: its data inflates to {len(data)} bytes where its header "
+                              f"says {info.file_size}")
+        if zlib.crc32(data) != info.CRC:
+            raise EngineError(f"{what} refused: its CRC does not match its header")
         return data
+
+    def _inflate(self, info: zipfile.ZipInfo, limit: int) -> bytes:
+        """The member's bytes, at most `limit` + 1 of them (one more tells a lie)."""
+        with open(self.path, "rb") as fh:
+            fh.seek(info.header_offset)
+            head = fh.read(30)
+            if len(head) != 30 or head[:4] != b"PK\x03\x04":
+                raise OSError("bad local file header")
+            n, m = struct.unpack("<HH", head[26:30])
+            fh.seek(n + m, os.SEEK_CUR)
+            left = info.compress_size
+            if info.compress_type == zipfile.ZIP_STORED:
+                return fh.read(min(left, limit + 1))
+            inflater = zlib.decompressobj(-15)
+            parts: list[bytes] = []
+            size = 0
+            while left > 0 and size <= limit and not inflater.eof:
+                chunk = fh.read(min(left, 64 * 1024))
+                if not chunk:
+                    break
+                left -= len(chunk)
+                while chunk and size <= limit and not inflater.eof:
+                    out = inflater.decompress(chunk, limit + 1 - size)
+                    parts.append(out)
+                    size += len(out)
+                    chunk = inflater.unconsumed_tail
+            return b"".join(parts)
 
 
 # ---------------------------------------------------------------------------
@@ -719,9 +859,71 @@ def _open_decompressed(path: str):
     return open(path, "rb")
 
 
+class _BoundedTarInfo(tarfile.TarInfo):
+    """tarfile's member headers, with the extension headers bounded.
+
+    tarfile reads the data of a GNU long name (or long link) header and of a pax
+    header whole, and decodes it, before the member it describes is seen: a 1.5 GiB
+    name, 1.5 MB compressed, took all memory.  Past MAX_NAME_BYTES (a long name) or
+    MAX_PAX_HEADER_BYTES (a pax header) the data is skipped as it streams by (never
+    kept) and the member it describes is refused (`refused` says why).  A GNU sparse
+    member (never in an sdist) is refused too, after at most MAX_SPARSE_BLOCKS
+    extension blocks, whose entries are not kept."""
+
+    refused: str | None = None
+
+    def _skip_extension(self, tf, why: str):
+        # the header's data starts right after it; tarfile's stream reads it by chunks
+        tf.fileobj.seek(self.offset + tarfile.BLOCKSIZE + self._block(self.size))
+        try:
+            nxt = self.fromtarfile(tf)
+        except tarfile.HeaderError as e:
+            raise tarfile.ReadError(str(e)) from None
+        nxt.offset = self.offset
+        nxt.refused = getattr(nxt, "refused", None) or why
+        return nxt
+
+    def _proc_gnulong(self, tf):
+        if self.size > MAX_NAME_BYTES:
+            what = "long name" if self.type == tarfile.GNUTYPE_LONGNAME else "long link name"
+            return self._skip_extension(tf, f"GNU {what} of {self.size} bytes (limit {MAX_NAME_BYTES}): not read")
+        return super()._proc_gnulong(tf)
+
+    def _proc_pax(self, tf):
+        if self.size > MAX_PAX_HEADER_BYTES:
+            return self._skip_extension(tf, f"pax header of {self.size} bytes (limit {MAX_PAX_HEADER_BYTES}): "
+                                            f"not read")
+        return super()._proc_pax(tf)
+
+    def _proc_sparse(self, tf):
+        got = getattr(self, "_sparse_structs", None)
+        if got is None:   # pragma: no cover - another tarfile: its own reader
+            nxt = super()._proc_sparse(tf)
+            nxt.refused = "sparse member"
+            return nxt
+        _, extended, origsize = got
+        del self._sparse_structs
+        blocks = 0
+        while extended:
+            buf = tf.fileobj.read(tarfile.BLOCKSIZE)
+            blocks += 1
+            if len(buf) < tarfile.BLOCKSIZE or blocks > MAX_SPARSE_BLOCKS:
+                raise tarfile.ReadError(f"a sparse member with more than {MAX_SPARSE_BLOCKS} extension headers"
+                                        if blocks > MAX_SPARSE_BLOCKS else "unexpected end of data")
+            extended = bool(buf[504])
+        self.sparse = []
+        self.refused = "sparse member"
+        self.offset_data = tf.fileobj.tell()
+        tf.offset = self.offset_data + self._block(self.size)
+        self.size = origsize
+        return self
+
+
 class SdistSource(EngineSource):
     """A .tar.gz/.tgz/.tar (also .tar.bz2/.tar.xz) read in memory with
-    tarfile in one streaming pass; regular members only, never extracted."""
+    tarfile in one streaming pass; regular members only, never extracted.
+    Extension headers are bounded (`_BoundedTarInfo`), and so are the names,
+    the members' sizes, their count and their total."""
 
     kind = "sdist"
 
@@ -741,8 +943,16 @@ class SdistSource(EngineSource):
                     self._data[norm] = None
         except EngineError:
             raise
+        except RecursionError as e:   # a chain of extension headers
+            raise EngineError(f"engine {name!r}: cannot read {path} as a tar archive: headers nested too "
+                              f"deeply") from e
         except (OSError, tarfile.TarError, EOFError, zlib.error, lzma.LZMAError) as e:
             raise EngineError(f"engine {name!r}: cannot read {path} as a tar archive: {e}") from e
+        except Exception as e:   # tarfile raises what a hostile header makes it meet (int(""), ...)
+            raise EngineError(f"engine {name!r}: cannot read {path} as a tar archive: {e!r}") from e
+
+    def warnings(self) -> list[str]:
+        return _archive_warnings(self.skipped)
 
     def _stream(self, record: bool = True):
         """Yield (name, member, tarfile) for every safe regular member."""
@@ -751,11 +961,24 @@ class SdistSource(EngineSource):
         budget = io.BufferedReader(_Budget(raw, MAX_TOTAL_BYTES + 64 * 1024 * 1024, what))
         count = 0
         total = 0
-        with budget, tarfile.open(fileobj=budget, mode="r|") as tf:
-            for member in tf:
+        with budget, tarfile.open(fileobj=budget, mode="r|", tarinfo=_BoundedTarInfo) as tf:
+            while True:
+                member = tf.next()
+                tf.members.clear()   # tarfile keeps every member it read: nothing here needs them
+                if member is None:
+                    break
                 count += 1
                 if count > MAX_MEMBERS:
                     raise EngineError(f"{what} has more than {MAX_MEMBERS} members")
+                refused = getattr(member, "refused", None)
+                if refused:
+                    if record:
+                        self.skipped.append((_shown_name(member.name), refused))
+                    continue
+                if len(member.name.encode("utf-8", "surrogateescape")) > MAX_NAME_BYTES:
+                    if record:
+                        self.skipped.append((_shown_name(member.name), f"member name over {MAX_NAME_BYTES} bytes"))
+                    continue
                 if member.isdir():
                     continue
                 norm, reason = _member_name(member.name)
@@ -774,7 +997,8 @@ class SdistSource(EngineSource):
                     raise EngineError(f"{what} unpacks to more than {_fmt_size(MAX_TOTAL_BYTES)}")
                 if member.size > MAX_MEMBER_BYTES:
                     if record:
-                        self.skipped.append((member.name, f"over the {_fmt_size(MAX_MEMBER_BYTES)} limit"))
+                        self.skipped.append((member.name, f"over the {_fmt_size(MAX_MEMBER_BYTES)} limit "
+                                                          f"({_fmt_size(member.size)})"))
                     continue
                 yield norm, member, tf
 
@@ -796,8 +1020,13 @@ class SdistSource(EngineSource):
             return found
         except EngineError:
             raise
+        except RecursionError as e:
+            raise EngineError(f"engine {self.name!r} ({self.label}): cannot read {p}: headers nested too "
+                              f"deeply") from e
         except (OSError, tarfile.TarError, EOFError, zlib.error, lzma.LZMAError) as e:
             raise EngineError(f"engine {self.name!r} ({self.label}): cannot read {p}: {e}") from e
+        except Exception as e:
+            raise EngineError(f"engine {self.name!r} ({self.label}): cannot read {p}: {e!r}") from e
 
 
 # ---------------------------------------------------------------------------

@@ -131,6 +131,9 @@ class PythonUnit(Unit):
     # symbol known to enclose the whole unit (a hunk's "@@ ... @@ class X:" header)
     outer_symbol: str | None = None
     engine: Any = None                          # exact mode: the engine context
+    # why the unit is reported instead of analysed (fragments.py: the window search ran out
+    # of its budget); None for a unit to analyse
+    unanalysed: str | None = None
     _module: Any = field(default=None, repr=False)
     _symbols: list[tuple[int, int, str]] | None = field(default=None, repr=False)
 

@@ -29,6 +29,7 @@ import warnings
 from dataclasses import dataclass
 
 from patchaudit.units import LineInfo, PythonUnit
+from patchaudit.units.pyast import over_limit
 
 _OPEN = {"(": ")", "[": "]", "{": "}"}
 _CLOSE = set(_OPEN.values())
@@ -36,6 +37,31 @@ _SECTION_SYMBOL = re.compile(r"^\s*(?:async\s+)?(?:class|def)\s+([A-Za-z_]\w*)")
 _CALL_START = re.compile(r"[A-Za-z_][\w.]*\s*\(")
 #: trial parses spent looking for a window around one changed line
 WINDOW_BUDGET = 300
+#: characters one patch file may hand to trial parses (tokenize and `ast`) while looking
+#: for windows: FRAGMENT_WORK_FACTOR times its size, at least FRAGMENT_WORK_MIN and at most
+#: FRAGMENT_WORK_MAX.  The search is quadratic in a hunk's lines (cubic for call
+#: expressions): a 300-line hunk of unclosed calls took three minutes.  Past the budget
+#: the hunks left are not analysed, and the runner says so (PythonUnit.unanalysed).
+FRAGMENT_WORK_FACTOR = 1000
+FRAGMENT_WORK_MIN = 2 * 1024 * 1024
+FRAGMENT_WORK_MAX = 64 * 1024 * 1024
+
+
+class _OutOfWork(Exception):
+    pass
+
+
+def _work_budget(patch) -> list[int]:
+    """The patch's trial-parse budget (one per patch file, kept on the patch)."""
+    got = getattr(patch, "_fragment_work", None)
+    if got is None:
+        size = sum(len(l) for l in getattr(patch, "lines", ()) or ())
+        got = [min(max(FRAGMENT_WORK_MIN, FRAGMENT_WORK_FACTOR * size), FRAGMENT_WORK_MAX)]
+        try:
+            patch._fragment_work = got
+        except AttributeError:   # pragma: no cover - a patch object without a __dict__
+            pass
+    return got
 
 
 @dataclass
@@ -52,6 +78,8 @@ def _indent(s: str) -> int:
 
 
 def _trial_parse(text: str) -> bool:
+    if over_limit(text) is not None:
+        return False
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -117,7 +145,12 @@ def _close(text: str, last_indent: int) -> list[str]:
     return cands
 
 
-def _try_window(lines: list[str]) -> tuple[str, int, int, int] | None:
+def _try_window(lines: list[str], work: list[int] | None = None) -> tuple[str, int, int, int] | None:
+    if work is not None:
+        cost = sum(len(l) + 1 for l in lines)
+        if cost > work[0]:
+            raise _OutOfWork
+        work[0] -= cost
     built = _build(lines)
     if built is None:
         return None
@@ -176,6 +209,31 @@ def fragment_units(patch, section, hunk, *, report_path: str) -> list[PythonUnit
             outer_symbol=outer,
         )
 
+    whole = "\n".join(texts)
+    if over_limit(whole) is not None:
+        # over the parse budget (max-parse-size): no trial parse of its windows; one unit
+        # of the whole post-image, which the runner reports as too large to analyse
+        return [make(whole, 0, 0, 0, n)]
+
+    work = _work_budget(patch)
+    if work[0] < 0:
+        return []   # the budget ran out on an earlier hunk (reported there)
+    try:
+        _search(texts, changed, covered, n, units, make, work)
+    except _OutOfWork:
+        # the patch's search budget is spent: this hunk's lines left, and the later hunks,
+        # are not analysed; one unit says so (the runner reports it)
+        work[0] = -1
+        rest = make(whole, 0, 0, 0, n)
+        rest.unanalysed = (f"the search for parseable Python in this patch's hunks ran out of its budget "
+                           f"(FRAGMENT_WORK_FACTOR x the patch's size): from this hunk on, its hunks are not "
+                           f"analysed; give --engine to analyse the patched files")
+        units.append(rest)
+    return units
+
+
+def _search(texts: list[str], changed: list[int], covered: set[int], n: int, units: list, make,
+            work: list[int]) -> None:
     # 1 + 2: windows around the first uncovered changed line, largest first
     failed: set[int] = set()
     while True:
@@ -188,7 +246,7 @@ def fragment_units(patch, section, hunk, *, report_path: str) -> list[PythonUnit
         for size in range(n, 0, -1):
             for s in range(max(0, i0 - size + 1), min(i0, n - size) + 1):
                 budget -= 1
-                got = _try_window(texts[s:s + size])
+                got = _try_window(texts[s:s + size], work)
                 if got:
                     found = (s, got)
                     break
@@ -210,11 +268,10 @@ def fragment_units(patch, section, hunk, *, report_path: str) -> list[PythonUnit
             tail = [line[col:]] + texts[i + 1:]
             got = None
             for e in range(len(tail), 0, -1):
-                got = _try_window(tail[:e])
+                got = _try_window(tail[:e], work)
                 if got:
                     break
             if got:
                 text, n_open, shift, count = got
                 units.append(make(text, n_open, shift, i, count, col0=col))
                 break
-    return units

@@ -6,6 +6,17 @@ rules' second pre-filter (rules/_gate.py) and statement pruning for local rules
 in the same process, one right after the other; `parse` keeps the last few.
 Warnings of the parse (an invalid escape in a string is a SyntaxWarning since
 Python 3.12) are not the user's business here: they are silenced.
+
+It also holds the parse budget (`max-parse-size`, SECURITY.md promise 7).
+libcst costs about 600 bytes of memory per byte of source (a 5 MB file took
+3 GB, a 10 MB one aborted the process at 4 GiB) and parses about 0.7 MB/s;
+`ast` costs about 150 bytes per byte.  No text over the budget is handed to
+either: `parse` says it cannot read it (the dataflow gate then lets it
+through, pruning keeps the whole text), and `runner.run_python_rules` reports
+the unit as too large before anything parses it.  The budget is the run's
+`max-parse-size`, clamped by `HARD_MAX_PARSE_SIZE`; `runner.analyse_file` and
+`parallel.scan` set it for the process (`set_parse_limit`), so every reader
+of a text, wherever it is called from, sees the same limit.
 """
 
 from __future__ import annotations
@@ -18,8 +29,54 @@ PARSE_ERRORS = (SyntaxError, ValueError, RecursionError, MemoryError, OverflowEr
 _CACHE: dict[str, "ast.Module | None"] = {}
 _CACHE_SIZE = 4
 
+#: default `max-parse-size`: about 1.3-1.6 GB and a minute or two of libcst with every rule
+DEFAULT_MAX_PARSE_SIZE = 2 * 1024 * 1024
+#: the configured `max-parse-size` is clamped to this (about 5 GB of libcst)
+HARD_MAX_PARSE_SIZE = 8 * 1024 * 1024
+_LIMIT = [DEFAULT_MAX_PARSE_SIZE]
+
+
+def parse_limit(settings=None) -> int:
+    """The parse budget in bytes: the settings' `max-parse-size` clamped to the hard
+    maximum, or, without settings, the one in force in this process."""
+    if settings is None:
+        return _LIMIT[0]
+    value = getattr(settings, "max_parse_size", None) or DEFAULT_MAX_PARSE_SIZE
+    return max(1, min(int(value), HARD_MAX_PARSE_SIZE))
+
+
+def set_parse_limit(settings) -> int:
+    """Put the run's budget in force in this process (returns it)."""
+    _LIMIT[0] = parse_limit(settings)
+    return _LIMIT[0]
+
+
+def text_size(text: str) -> int:
+    """The text's size in UTF-8 bytes (what `max-parse-size` counts)."""
+    n = len(text)
+    if text.isascii():
+        return n
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def over_limit(text: str, limit: int | None = None) -> int | None:
+    """The text's size when it is over the budget (`limit`, else the one in force), else None."""
+    limit = _LIMIT[0] if limit is None else limit
+    if len(text) <= limit // 4:      # at most 4 bytes a character: surely within
+        return None
+    size = text_size(text)
+    return size if size > limit else None
+
+
+def too_large_message(size: int, limit: int | None = None) -> str:
+    limit = _LIMIT[0] if limit is None else limit
+    return f"too large to analyse ({size} bytes, limit {limit}, max-parse-size)"
+
 
 def parse_uncached(text: str) -> ast.Module | None:
+    """`ast.parse(text)`, or None when ast cannot read it or the text is over the budget."""
+    if over_limit(text) is not None:
+        return None
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -30,6 +87,8 @@ def parse_uncached(text: str) -> ast.Module | None:
 
 def parse(text: str) -> ast.Module | None:
     """`ast.parse(text)`, or None when ast cannot read it; the last few texts are kept."""
+    if over_limit(text) is not None:
+        return None     # never parsed, never kept
     if text in _CACHE:
         return _CACHE[text]
     tree = parse_uncached(text)
