@@ -33,6 +33,12 @@ if TYPE_CHECKING:  # pragma: no cover
 PYTHON, TEXT, PATCH = "python", "text", "patch"
 
 
+class RuleOptionError(ValueError):
+    """A rule's `[tool.patchaudit.rules.CODE]` option that the rule cannot use, raised
+    from the rule's constructor: reported once as an error of the configuration, and
+    the run goes on without that rule."""
+
+
 @dataclass(frozen=True)
 class Example:
     """One VALID or INVALID example of a rule.

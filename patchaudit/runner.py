@@ -151,7 +151,8 @@ def run_python_rules(unit, rules: list[type[Rule]], settings: Settings, result: 
     result.parsed += 1
     out: list[Finding] = []
     for module, batch in batches:
-        instances = [r(unit, _context_for(r, settings, engine, tokenizer)) for r in batch]
+        instances = [i for i in (_instance(r, unit, settings, engine, tokenizer, result) for r in batch)
+                     if i is not None]
         # one batched pass for the batch's rules; positions only if a rule reports (lazy_metadata.py)
         wrapper = metadata_wrapper(module)
         try:
@@ -213,6 +214,19 @@ def _prune_needles(rules: list[type[Rule]], text: str) -> set[str] | None:
     return needles or None
 
 
+def _instance(r: type[Rule], unit, settings: Settings, engine, tokenizer, result) -> Rule | None:
+    """The rule's instance for `unit`, or None when its options are invalid: that is an
+    error of the configuration (named once per run: errors are de-duplicated), and the
+    other rules still run."""
+    from patchaudit.rule import RuleOptionError
+
+    try:
+        return r(unit, _context_for(r, settings, engine, tokenizer))
+    except RuleOptionError as exc:
+        result.errors.append(FileError(settings.config_path or "pyproject.toml", str(exc)))
+        return None
+
+
 def _parse_unit(unit, rules: list[type[Rule]], cst, keep: bool = True) -> Any:
     """The module local `rules` run on: the unit's text pruned to the statements that
     can matter (patchaudit/units/prune.py), with the same lines and columns, so
@@ -254,7 +268,9 @@ def run_unit_rules(unit, kind: str, rules: list[type[Rule]], settings: Settings,
     for r in rules:
         if kind not in r.kinds or not _needs_met(r, engine=engine, tokenizer=tokenizer):
             continue
-        inst = r(unit, _context_for(r, settings, engine, tokenizer))
+        inst = _instance(r, unit, settings, engine, tokenizer, result)
+        if inst is None:
+            continue
         try:
             if kind == K_TEXT:
                 if not r.can_match("\n".join(unit.lines)):

@@ -131,22 +131,36 @@ class Tokenizer:
         return f"Tokenizer({self.path!r}, vocab={self.vocab_size}, added={len(self.added)})"
 
     # ----- encode / decode -------------------------------------------------
+    # The library raises a bare `Exception` for a tokenizer it loaded but cannot run
+    # (an `unk_token` missing from the vocabulary, ...): these four say TokenizerError.
     def encode(self, text: str) -> list[int]:
         """Ids of `text`, special tokens recognised, nothing added around it."""
-        return list(self._tok.encode(text, add_special_tokens=False).ids)
+        try:
+            return list(self._tok.encode(text, add_special_tokens=False).ids)
+        except Exception as exc:
+            raise TokenizerError(f"{self.path}: encode failed: {exc}") from None
 
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
         """`encode` of many texts, in the library's threads (without offsets when it can skip them)."""
         fast = getattr(self._tok, "encode_batch_fast", None) or self._tok.encode_batch
-        return [e.ids for e in fast(list(texts), add_special_tokens=False)]
+        try:
+            return [e.ids for e in fast(list(texts), add_special_tokens=False)]
+        except Exception as exc:
+            raise TokenizerError(f"{self.path}: encode failed: {exc}") from None
 
     def decode(self, ids: Sequence[int]) -> str:
         """Text of `ids` with special tokens kept (what an engine re-tokenizes)."""
-        text = self._tok.decode(list(ids), skip_special_tokens=False)
+        try:
+            text = self._tok.decode(list(ids), skip_special_tokens=False)
+        except Exception as exc:
+            raise TokenizerError(f"{self.path}: decode failed: {exc}") from None
         return _cleanup(text) if self.clean_up_spaces else text
 
     def decode_batch(self, seqs: Sequence[Sequence[int]]) -> list[str]:
-        texts = self._tok.decode_batch([list(s) for s in seqs], skip_special_tokens=False)
+        try:
+            texts = self._tok.decode_batch([list(s) for s in seqs], skip_special_tokens=False)
+        except Exception as exc:
+            raise TokenizerError(f"{self.path}: decode failed: {exc}") from None
         return [_cleanup(t) for t in texts] if self.clean_up_spaces else list(texts)
 
     # ----- vocabulary ------------------------------------------------------
@@ -317,4 +331,25 @@ def load_tokenizer(path: str | os.PathLike[str]) -> Tokenizer:
     if not isinstance(data, dict) or "model" not in data:
         raise TokenizerError(f"{file}: not a tokenizer.json (a JSON object with a \"model\" key is expected)")
     config, used = _merge_configs(folder) if folder else ({}, [])
-    return Tokenizer(text, path=file, config=config, config_paths=used)
+    tok = Tokenizer(text, path=file, config=config, config_paths=used)
+    _probe(tok, file)
+    return tok
+
+
+#: text every usable tokenizer can encode and decode: printable ASCII, a space run,
+#: a newline, non-ASCII letters and a special-token-shaped string
+_PROBE = "".join(chr(c) for c in range(32, 127)) + "  \n\u00e9\u4e2d <|im_end|>"
+
+
+def _probe(tok: "Tokenizer", file: str) -> None:
+    """A tokenizer.json the library loads may still fail on first use (an `unk_token`
+    missing from its vocabulary, a broken normalizer): try it once, here, so that the
+    failure is one error naming the file instead of a crash in the middle of a rule."""
+    try:
+        ids = tok.encode(_PROBE)
+        tok.decode(ids)
+        tok.decode_batch([ids, ids[:1]])
+        tok.encode_batch(["truly", ""])
+        tok.tokens(ids)
+    except TokenizerError as exc:
+        raise TokenizerError(f"{file}: the tokenizer cannot encode text: {exc}") from None

@@ -10,7 +10,7 @@ from libcst.metadata import PositionProvider
 
 from patchaudit.dataflow import string_literal as string_value
 from patchaudit.findings import Severity
-from patchaudit.rule import PYTHON, TEXT, Example, Rule
+from patchaudit.rule import PYTHON, TEXT, Example, Rule, RuleOptionError
 
 from ._names import callee_name
 
@@ -196,7 +196,7 @@ class PlaceholderNotAtomic(Rule):
         try:
             self._pattern = re.compile(self.opts.get("pattern") or DEFAULT_PATTERN)
         except re.error as exc:
-            raise ValueError(f"[tool.patchaudit.rules.PA105] pattern: not a valid regex: {exc}") from None
+            raise RuleOptionError(f"[tool.patchaudit.rules.PA105] pattern: not a valid regex: {exc}") from None
         self._names = [n.lower() for n in list(self.opts.get("names", DEFAULT_NAMES))
                        + list(self.opts.get("extend-names", []))]
         self._calls = frozenset(self.opts.get("calls", DEFAULT_CALLS))

@@ -203,7 +203,27 @@ def _spec_from_lines(lines: list[str], *, backend: str | None = None, source: st
             problems.append(FileError(source or "exclude", why, line))
             kept.append("")   # keeps pathspec's pattern indices in step
         lines = kept
-    return pathspec.PathSpec.from_lines("gitignore", lines, backend=chosen)
+    import re
+
+    try:
+        return pathspec.PathSpec.from_lines("gitignore", lines, backend=chosen)
+    except re.error:
+        pass
+    # a pattern neither engine compiles (`[a-*]`: a bad range): that line is dropped and
+    # named, the others keep matching (git itself treats such a line as matching nothing)
+    kept = []
+    for k, pattern in enumerate(lines):
+        try:
+            pathspec.PathSpec.from_lines("gitignore", [pattern], backend=chosen)
+        except re.error as exc:
+            why = f"pattern {pattern[:80]!r} is not valid ({exc}); pattern ignored"
+            if problems is None:
+                raise ValueError(why) from None
+            line = line_numbers[k] if line_numbers is not None else first_line + k
+            problems.append(FileError(source or "exclude", why, line))
+            pattern = ""
+        kept.append(pattern)
+    return pathspec.PathSpec.from_lines("gitignore", kept, backend=chosen)
 
 
 class _Ignores:
