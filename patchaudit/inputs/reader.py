@@ -97,11 +97,10 @@ def _too_big(path: str, size: int | str, limit: int) -> ReadError:
     return ReadError(path, f"file is {size} bytes, over the limit of {limit}")
 
 
-def open_regular(path: str, limit: int = DEFAULT_LIMIT, root: str | None = None) -> io.BufferedReader:
-    """An open binary file object for a checked regular file no larger than `limit`.
-
-    The caller still bounds how much it reads (a file may grow); `read_bytes`
-    does both."""
+def _open_checked(path: str, limit: int, root: str | None) -> tuple[int, os.stat_result]:
+    """A descriptor of a checked regular file no larger than `limit`, and its stat:
+    checked before it is opened (a FIFO is never opened) and again on the open
+    descriptor (a path swapped for a FIFO or a device in between is refused)."""
     st = check_regular(path, root)
     if st.st_size > limit:
         raise _too_big(path, st.st_size, limit)
@@ -110,11 +109,23 @@ def open_regular(path: str, limit: int = DEFAULT_LIMIT, root: str | None = None)
     except OSError as exc:
         raise ReadError(path, _os_reason(path, exc)) from None
     try:
-        what = kind_of(os.fstat(fd).st_mode)   # swapped after the first check?
-        if what is not None:
-            raise ReadError(path, f"{what}, not a regular file: not read")
-        if hasattr(os, "set_blocking"):
-            os.set_blocking(fd, True)
+        what = kind_of(os.fstat(fd).st_mode)
+    except OSError as exc:
+        os.close(fd)
+        raise ReadError(path, _os_reason(path, exc)) from None
+    if what is not None:
+        os.close(fd)
+        raise ReadError(path, f"{what}, not a regular file: not read")
+    return fd, st
+
+
+def open_regular(path: str, limit: int = DEFAULT_LIMIT, root: str | None = None) -> io.BufferedReader:
+    """An open binary file object for a checked regular file no larger than `limit`.
+
+    The caller still bounds how much it reads (a file may grow); `read_bytes`
+    does both."""
+    fd, _ = _open_checked(path, limit, root)
+    try:
         return open(fd, "rb", closefd=True)
     except BaseException:
         os.close(fd)
@@ -127,18 +138,9 @@ def read_bytes(path: str, limit: int = DEFAULT_LIMIT, root: str | None = None) -
     The hot path of every scan (one call per file): the descriptor is read
     directly, without a file object; `O_NONBLOCK` has no effect on a regular
     file, so it is left set."""
-    st = check_regular(path, root)
-    if st.st_size > limit:
-        raise _too_big(path, st.st_size, limit)
+    fd, st = _open_checked(path, limit, root)
+    chunks = []
     try:
-        fd = os.open(path, _READ_FLAGS)
-    except OSError as exc:
-        raise ReadError(path, _os_reason(path, exc)) from None
-    try:
-        what = kind_of(os.fstat(fd).st_mode)   # swapped after the first check?
-        if what is not None:
-            raise ReadError(path, f"{what}, not a regular file: not read")
-        chunks = []
         left = limit + 1
         while left > 0:
             chunk = os.read(fd, min(left, max(st.st_size + 1, 1 << 16)))
