@@ -874,7 +874,10 @@ class _BoundedTarInfo(tarfile.TarInfo):
 
     def _skip_extension(self, tf, why: str):
         # the header's data starts right after it; tarfile's stream reads it by chunks
-        tf.fileobj.seek(self.offset + tarfile.BLOCKSIZE + self._block(self.size))
+        end = self.offset + tarfile.BLOCKSIZE + self._block(self.size)
+        if end > MAX_TOTAL_BYTES + 64 * 1024 * 1024:   # a stream seeks block by block: 2**64 spins
+            raise tarfile.ReadError(f"a header claims {self.size} bytes, more than an archive may unpack to")
+        tf.fileobj.seek(end)
         try:
             nxt = self.fromtarfile(tf)
         except tarfile.HeaderError as e:
@@ -967,6 +970,13 @@ class SdistSource(EngineSource):
                 tf.members.clear()   # tarfile keeps every member it read: nothing here needs them
                 if member is None:
                     break
+                # the next header lies past this member's data: tarfile's stream seeks
+                # there block by block, so a size of 2**64 (base-256, any type) would
+                # spin for ever after the end of the data
+                if member.offset_data + max(member.size, 0) > MAX_TOTAL_BYTES + 64 * 1024 * 1024:
+                    raise EngineError(f"{what}: member {_shown_name(member.name)!r} claims "
+                                      f"{member.size} bytes, more than an archive may unpack to "
+                                      f"({_fmt_size(MAX_TOTAL_BYTES)})")
                 count += 1
                 if count > MAX_MEMBERS:
                     raise EngineError(f"{what} has more than {MAX_MEMBERS} members")
