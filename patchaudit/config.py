@@ -152,8 +152,9 @@ def _str_list(path: Path, key: str, value: Any) -> list[str]:
     return list(value)
 
 
-def load_pyproject(path: Path) -> Settings:
-    doc = _read_toml(Path(path))
+def load_pyproject(path: Path | str) -> Settings:
+    path = Path(path)
+    doc = _read_toml(path)
     data = doc.get("tool", {}).get("patchaudit") if isinstance(doc.get("tool"), dict) else None
     if data is None:
         raise ConfigError(f"{path}: no [tool.patchaudit] table")
@@ -189,6 +190,9 @@ def load_pyproject(path: Path) -> Settings:
                     if extra or "source" not in spec:
                         raise ConfigError(f"{path}: [tool.patchaudit] engines.{name}: expected keys "
                                           f"'source' and optional 'strip', got {sorted(spec)}")
+                    if not isinstance(spec["source"], str):
+                        raise ConfigError(f"{path}: [tool.patchaudit] engines.{name}.source: expected a "
+                                          f"path string, got {spec['source']!r}")
                     strip = spec.get("strip")
                     if strip is not None and (not isinstance(strip, int) or strip < 0):
                         raise ConfigError(f"{path}: [tool.patchaudit] engines.{name}.strip: expected a "

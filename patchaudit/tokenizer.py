@@ -103,7 +103,7 @@ class Tokenizer:
             c for c, a in self.added.items() if a.special)
         self.vocab_size = tok.get_vocab_size(with_added_tokens=True)
         self._max_id = max([self.vocab_size - 1] + [a.id for a in self.added.values()])
-        self._holes: frozenset[int] | None = None
+        self._holes: bool | None = None
 
     @staticmethod
     def _added_from(tok) -> list[AddedInfo]:
@@ -179,10 +179,13 @@ class Tokenizer:
         """The largest id the tokenizer knows."""
         return self._max_id
 
-    def unknown_ids(self) -> frozenset[int]:
-        """Ids at or below `max_id` that map to no token (holes in the vocabulary; usually none)."""
+    def has_holes(self) -> bool:
+        """Some id at or below `max_id` maps to no token (usually none).  Counted from the
+        vocabulary, never by walking the ids: a hostile tokenizer.json may give one added
+        token the id 2**32 - 1."""
         if self._holes is None:
-            self._holes = frozenset(i for i in range(self._max_id + 1) if self._tok.id_to_token(i) is None)
+            known = set(self._tok.get_vocab(with_added_tokens=True).values())
+            self._holes = len(known) < self._max_id + 1
         return self._holes
 
     def is_valid_id(self, token_id: int) -> bool:

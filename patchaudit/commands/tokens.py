@@ -151,7 +151,7 @@ class Auditor:
         self.pairs: Counter[tuple[tuple[int, ...], tuple[int, ...]]] = Counter()
         self.pair_samples: Counter[tuple[tuple[int, ...], tuple[int, ...]]] = Counter()
         self._max_id = tok.max_id
-        self._holes = tok.unknown_ids()
+        self._holes = tok.has_holes()
 
     # ----- one line --------------------------------------------------------
     def parse_line(self, raw: bytes | None) -> tuple[list[int], str | None] | None:
@@ -190,7 +190,7 @@ class Auditor:
                 raise InputError(f"field {self.field!r}: id {bad} is not in the tokenizer's vocabulary "
                                  f"(ids 0..{self._max_id}); is this the model's tokenizer?")
             if self._holes:
-                hole = next((v for v in value if v in self._holes), None)
+                hole = next((v for v in value if not self.tok.is_valid_id(v)), None)
                 if hole is not None:
                     raise InputError(f"field {self.field!r}: id {hole} is not in the tokenizer's vocabulary")
         sample_id = None

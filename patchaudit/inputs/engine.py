@@ -917,6 +917,8 @@ class _BoundedTarInfo(tarfile.TarInfo):
         self.sparse = []
         self.refused = "sparse member"
         self.offset_data = tf.fileobj.tell()
+        if self.offset_data + self._block(self.size) > MAX_TOTAL_BYTES + 64 * 1024 * 1024:   # see _skip_extension
+            raise tarfile.ReadError(f"a header claims {self.size} bytes, more than an archive may unpack to")
         tf.offset = self.offset_data + self._block(self.size)
         self.size = origsize
         return self
