@@ -189,8 +189,8 @@ def grep_lines(stdout: str) -> set[tuple[str, int]]:
 def selectivity(key: str) -> list[str]:
     """What each selected-by-default Python rule's pre-filter lets through on a tree."""
     from patchaudit.config import Settings
-    from patchaudit.parallel import Triage
-    from patchaudit.rule_index import build_index, select_codes
+    from patchaudit.pipeline.parallel import Triage
+    from patchaudit.lint.registry import build_index, select_codes
 
     root, _ = tree(key)
     index = build_index()

@@ -62,7 +62,7 @@ def run() -> None:
     else:  # pragma: no cover - click always exits
         code = 0
     if isinstance(code, str):
-        from patchaudit.reporters.escape import safe
+        from patchaudit.model.escape import safe
 
         sys.stderr.write(safe(code) + "\n")
         code = 1

@@ -10,7 +10,7 @@ safety limits past hard caps.  `max-nesting` above `HARD_MAX_NESTING` (libcst's
 native parser crashes at about 1,300 nested brackets), `max-file-size` above
 `HARD_MAX_FILE_SIZE` are errors naming the file, key and line
 (`Settings.problems`: exit code 2), and the scan goes on with the default;
-`jobs` is clamped to the machine's CPUs.  pyproject.toml is read through `patchaudit.inputs.reader`
+`jobs` is clamped to the machine's CPUs.  pyproject.toml is read through `patchaudit.files.reader`
 (a regular file of at most `MAX_CONFIG_FILE` bytes), and TOML nested too
 deeply for the parser is an error, not a traceback.
 """
@@ -51,7 +51,7 @@ def _cpus() -> int:
 
 def _read_toml(path: Path) -> dict:
     """A TOML file, read through the guarded reader; ConfigError naming it otherwise."""
-    from patchaudit.inputs.reader import ReadError, read_text
+    from patchaudit.files.reader import ReadError, read_text
 
     try:
         text = read_text(str(path), MAX_CONFIG_FILE)
@@ -100,10 +100,10 @@ class Settings:
     engine_packages: list[str] = field(default_factory=lambda: ["sglang", "vllm", "megatron"])
     max_file_size: int = 64 * 1024 * 1024
     max_nesting: int = 200
-    #: Python texts larger than this are never handed to libcst or ast (patchaudit/units/pyast.py)
+    #: Python texts larger than this are never handed to libcst or ast (patchaudit/inputs/pyast.py)
     max_parse_size: int = 2 * 1024 * 1024
     #: `jobs` comes from the command line: the scheduler may start more workers than CPUs
-    #: (up to 4 per CPU); otherwise it never does (patchaudit/parallel.py)
+    #: (up to 4 per CPU); otherwise it never does (patchaudit/pipeline/parallel.py)
     jobs_forced: bool = False
 
     def options_for(self, code: str) -> dict[str, Any]:
@@ -194,7 +194,7 @@ def load_pyproject(path: Path | str) -> Settings:
                         raise ConfigError(f"{path}: [tool.patchaudit] engines.{name}.source: expected a "
                                           f"path string, got {spec['source']!r}")
                     strip = spec.get("strip")
-                    if strip is not None and (not isinstance(strip, int) or strip < 0):
+                    if strip is not None and (not isinstance(strip, int) or isinstance(strip, bool) or strip < 0):
                         raise ConfigError(f"{path}: [tool.patchaudit] engines.{name}.strip: expected a "
                                           f"non-negative integer, got {strip!r}")
                     s.engines.append(EngineSpec(name, _resolve(path, spec["source"]), strip))
@@ -233,7 +233,7 @@ def load_pyproject(path: Path | str) -> Settings:
             cap, why = ((HARD_MAX_NESTING, "deeper Python crashes libcst's native parser")
                         if key == "max-nesting" else (HARD_MAX_FILE_SIZE, "the largest a configuration may set"))
             if key == "max-parse-size":
-                from patchaudit.units.pyast import HARD_MAX_PARSE_SIZE
+                from patchaudit.inputs.pyast import HARD_MAX_PARSE_SIZE
 
                 cap, why = HARD_MAX_PARSE_SIZE, "libcst needs about 600 bytes of memory per byte it parses"
             if value > cap:   # a safety limit the checked tree cannot raise
@@ -251,9 +251,9 @@ def _rule_catalogue(s: Settings):
     libcst) when the libcst-free rule index is there: a pre-commit run that
     parses nothing must not pay for it."""
     try:
-        from patchaudit.rule_index import rule_index, user_cache_dir
+        from patchaudit.lint.registry import rule_index, user_cache_dir
     except ImportError:  # pragma: no cover - the index is an optimisation
-        from patchaudit.rule import all_rules
+        from patchaudit.lint.rule import all_rules
 
         rules = all_rules()
         return list(rules), rules.__getitem__
@@ -327,7 +327,7 @@ def _resolve(config: Path, value: str) -> str:
 
 def _refuse(s: Settings, path: Path, key: str, message: str) -> None:
     """A refused value of the configuration: an error naming the file, key and line."""
-    from patchaudit.findings import FileError
+    from patchaudit.model.findings import FileError
 
     s.problems.append(FileError(str(path), message, _key_line(path, key)))
 
@@ -336,7 +336,7 @@ def _key_line(path: Path, key: str) -> int | None:
     """The line of `path` that sets `[tool.patchaudit] key` (for messages), or None."""
     import re
 
-    from patchaudit.inputs.reader import read_text
+    from patchaudit.files.reader import read_text
 
     try:   # a second read of the file, through the guarded reader (bounded, regular files only)
         text = read_text(str(path), MAX_CONFIG_FILE)
@@ -368,7 +368,7 @@ def apply_cache_options(s: Settings, cache_dir: str | None = None, no_cache: boo
 
     - `--config FILE` given by the user: its `cache-dir` is the user's (may be anywhere);
       a `cache-dir` of a pyproject.toml found by discovery must stay inside its folder
-      (checked by `patchaudit.cache.cache_root`);
+      (checked by `patchaudit.pipeline.cache.cache_root`);
     - `PATCHAUDIT_CACHE_DIR`, then `--cache-dir` (relative to the current directory)
       replace it and may point anywhere;
     - `PATCHAUDIT_NO_CACHE=1` or `--no-cache` turn the cache off."""

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from patchaudit.config import EngineSpec, Settings
 from patchaudit.inputs.discover import classify
-from patchaudit.rule import Example, Rule, all_rules, iter_examples
+from patchaudit.lint.rule import Example, Rule, all_rules, iter_examples
 
 
 def example_id(rule: type[Rule], invalid: bool, index: int, ex: Example) -> str:
@@ -44,7 +44,7 @@ def write_tree(root: Path, files: dict[str, str]) -> None:
 
 def run_example(rule: type[Rule], ex: Example, workdir: Path):
     """Run one example; returns (findings of the rule, all findings, errors)."""
-    from patchaudit.runner import run_check
+    from patchaudit.pipeline.runner import run_check
 
     workdir.mkdir(parents=True, exist_ok=True)
     target = workdir / "src" / ex.file_name()
@@ -73,7 +73,7 @@ def run_example(rule: type[Rule], ex: Example, workdir: Path):
     try:
         rel = [os.path.relpath(p, workdir) for p in [target, *extra]]
         if ex.engine_old is not None:   # an engine-pair rule: `patchaudit bump` from engine_old to engine
-            from patchaudit.bump import run_bump
+            from patchaudit.pipeline.bump import run_bump
 
             write_tree(workdir / "engine_old", ex.engine_old)
             settings.engines = []

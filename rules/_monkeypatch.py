@@ -7,9 +7,9 @@ from typing import Any
 
 from libcst.metadata import PositionProvider, QualifiedNameProvider, ScopeProvider
 
-from patchaudit import monkeypatch
-from patchaudit.findings import Severity
-from patchaudit.rule import PYTHON, Rule
+from patchaudit.analysis import monkeypatch
+from patchaudit.model.findings import Severity
+from patchaudit.lint.rule import PYTHON, Rule
 
 SCHEDULER = """\
 class Scheduler:

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from patchaudit.findings import Finding, Severity
-from patchaudit.rule import Example, Rule
+from patchaudit.model.findings import Finding, Severity
+from patchaudit.lint.rule import Example, Rule
 
 
 class UnusedSuppression(Rule):
@@ -77,8 +77,8 @@ def unused_suppression_findings(path: str, unused, lines: list[str], rules, ran)
     `lines` the text the comments were found in, `rules` the selected rule
     classes, `ran` the subset that could run on this file.
     """
-    from patchaudit.rule import all_rules
-    from patchaudit.runner import SUPPRESS_RE
+    from patchaudit.lint.rule import all_rules
+    from patchaudit.pipeline.runner import SUPPRESS_RE
 
     known = list(all_rules())
     ran_codes = [r.code for r in ran if not r.sees_patch_set() and r.code != UnusedSuppression.code]

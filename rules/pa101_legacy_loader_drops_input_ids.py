@@ -3,10 +3,10 @@ from __future__ import annotations
 import libcst as cst
 from libcst.metadata import PositionProvider
 
-from patchaudit.findings import Severity
-from patchaudit.rule import PYTHON, Example, Rule
+from patchaudit.model.findings import Severity
+from patchaudit.lint.rule import PYTHON, Example, Rule
 
-from ._names import callee_name, has_star_kwargs, keyword, positional
+from patchaudit.analysis.names import callee_name, has_star_kwargs, keyword, positional
 from ._seed import BASE_WITH_PARAM, BASE_WITHOUT_PARAM, EXACT_PATCH, SEED_HUNK
 from ._seed import engine_tree as _engine
 

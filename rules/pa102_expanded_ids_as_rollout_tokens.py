@@ -6,13 +6,13 @@ from typing import Any
 import libcst as cst
 from libcst.metadata import PositionProvider
 
-from patchaudit.dataflow import (
+from patchaudit.analysis.dataflow import (
     OBJECT, IDS, CallSite, FlowSpec, StoreSite, Value, analyse, matches, path_matches, receiver_name,
 )
-from patchaudit.findings import Severity
-from patchaudit.rule import PYTHON, Example, Rule
+from patchaudit.model.findings import Severity
+from patchaudit.lint.rule import PYTHON, Example, Rule
 
-from ._gate import facts, literal_runs, some_word_may_match, string_lists
+from patchaudit.analysis.gate import facts, literal_runs, some_word_may_match, string_lists
 
 PROCESSOR = "processor"              # a multimodal processor object
 PROCESSOR_OUTPUT = "processor-output"  # what calling it returns (BatchFeature)
@@ -55,7 +55,7 @@ DEFAULTS: dict[str, list[str]] = {
     "request-media-keys": ["image_data", "video_data", "audio_data"],
 }
 
-#: the layer's notes for stores and appends (patchaudit.dataflow)
+#: the layer's notes for stores and appends (patchaudit.analysis.dataflow)
 _STORE_NOTE = re.compile(r"(?:stored in|appended to) `([^`]+)`")
 
 REQUEST_MESSAGE = (
@@ -619,7 +619,7 @@ class ExpandedIdsAsRolloutTokens(Rule):
     @staticmethod
     def can_fire(text: str, o: dict[str, Any]) -> bool:
         """Whether the module has both ingredients of a finding (read with `ast`, see
-        rules/_gate.py).  A processor: a name, attribute or parameter named like one
+        patchaudit/analysis/gate.py).  A processor: a name, attribute or parameter named like one
         (`param`, `unknown`, a call's or receiver's name), a parameter annotated like one,
         or a call of a processor factory; every expanded-ids value starts from one.  And a
         sink: a path component, keyword or key that could match `token-fields`, or a media

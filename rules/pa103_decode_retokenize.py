@@ -8,14 +8,14 @@ from typing import Any
 import libcst as cst
 from libcst.metadata import PositionProvider
 
-from patchaudit.dataflow import (
+from patchaudit.analysis.dataflow import (
     EMPTY, IDS, MISSING, OBJECT, TEXT, CallSite, FlowSpec, ReturnSite, StoreSite, Value, analyse, join, matches,
     receiver_name, string_literal,
 )
-from patchaudit.findings import Severity
-from patchaudit.rule import PYTHON, Example, Rule
+from patchaudit.model.findings import Severity
+from patchaudit.lint.rule import PYTHON, Example, Rule
 
-from ._gate import facts, string_lists
+from patchaudit.analysis.gate import facts, string_lists
 from .pa102_expanded_ids_as_rollout_tokens import VERB_NAMES, check_options
 
 DECODED = "decoded-text"                # text made from token ids
@@ -432,7 +432,7 @@ class DecodeRetokenize(Rule):
     @staticmethod
     def can_fire(text: str, o: dict[str, Any]) -> bool:
         """Whether the module has both ingredients of a finding (read with `ast`, see
-        rules/_gate.py): a source, a decode-method call on a receiver named like a
+        patchaudit/analysis/gate.py): a source, a decode-method call on a receiver named like a
         tokenizer (`_decode_source`), and an encode (`call`: `apply_chat_template`, an
         encode method on such a receiver, or a call of something named like a tokenizer
         that is not a verb).  Without both, no value ever carries a re-tokenized label.

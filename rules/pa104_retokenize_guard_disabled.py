@@ -5,11 +5,11 @@ import re
 import libcst as cst
 from libcst.metadata import PositionProvider
 
-from patchaudit.dataflow import string_literal as string_value
-from patchaudit.findings import Severity
-from patchaudit.rule import PYTHON, TEXT, Example, Rule
+from patchaudit.analysis.dataflow import string_literal as string_value
+from patchaudit.model.findings import Severity
+from patchaudit.lint.rule import PYTHON, TEXT, Example, Rule
 
-from ._names import callee_name
+from patchaudit.analysis.names import callee_name
 
 VAR = "SGLANG_MM_AVOID_RETOKENIZE"
 #: the strings SGLang's EnvBool reads as False (anything else it cannot parse falls back to True)

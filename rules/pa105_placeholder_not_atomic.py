@@ -8,11 +8,11 @@ from typing import Any, Iterator
 import libcst as cst
 from libcst.metadata import PositionProvider
 
-from patchaudit.dataflow import string_literal as string_value
-from patchaudit.findings import Severity
-from patchaudit.rule import PYTHON, TEXT, Example, Rule, RuleOptionError
+from patchaudit.analysis.dataflow import string_literal as string_value
+from patchaudit.model.findings import Severity
+from patchaudit.lint.rule import PYTHON, TEXT, Example, Rule, RuleOptionError
 
-from ._names import callee_name
+from patchaudit.analysis.names import callee_name
 
 DEFAULT_PATTERN = r"<\|[^|<>\s]+\|>"
 DEFAULT_NAMES = (

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from patchaudit.bump import PA204_OPTIONS
-from patchaudit.findings import Severity
-from patchaudit.rule import PYTHON, Example, Rule
+from patchaudit.pipeline.bump import PA204_OPTIONS
+from patchaudit.model.findings import Severity
+from patchaudit.lint.rule import PYTHON, Example, Rule
 
 from ._seed import BASE_WITH_PARAM as BASE_V2
 from ._seed import BASE_WITHOUT_PARAM as BASE_V1

@@ -1,9 +1,9 @@
 from __future__ import annotations
 
-from patchaudit.findings import Severity
+from patchaudit.model.findings import Severity
 
 from ._monkeypatch import SCHEDULER, MonkeypatchRule, engine_tree
-from patchaudit.rule import Example
+from patchaudit.lint.rule import Example
 
 FORK = """\
 from sglang.srt.managers.scheduler import Scheduler

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from patchaudit.findings import Severity
-from patchaudit.rule import Example
+from patchaudit.model.findings import Severity
+from patchaudit.lint.rule import Example
 
 from ._monkeypatch import SCHEDULER, MonkeypatchRule, engine_tree
 

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from patchaudit.findings import Severity
-from patchaudit.rule import PATCH, Example, Rule
+from patchaudit.model.findings import Severity
+from patchaudit.lint.rule import PATCH, Example, Rule
 
 from ._exact import CLEAN_HUNK, MODULE, engine_tree, patch_for
 

@@ -1,9 +1,9 @@
 from __future__ import annotations
 
-from patchaudit.findings import Severity
-from patchaudit.rule import PATCH, Example, Rule
-from patchaudit.units.pyast import over_limit
-from patchaudit.units.symbols import parse_python
+from patchaudit.model.findings import Severity
+from patchaudit.lint.rule import PATCH, Example, Rule
+from patchaudit.inputs.pyast import over_limit
+from patchaudit.engine.symbols import parse_python
 
 from ._exact import CLEAN_HUNK, engine_tree, patch_for
 

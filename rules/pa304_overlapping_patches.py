@@ -5,8 +5,8 @@ from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from dataclasses import dataclass
 
-from patchaudit.findings import Severity
-from patchaudit.rule import PATCH, Example, Rule
+from patchaudit.model.findings import Severity
+from patchaudit.lint.rule import PATCH, Example, Rule
 
 FIRST = """\
 From: A <a@example.com>

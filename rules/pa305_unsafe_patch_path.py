@@ -3,9 +3,9 @@ from __future__ import annotations
 import re
 from collections import deque
 
-from patchaudit.findings import Severity
+from patchaudit.model.findings import Severity
 from patchaudit.inputs.patches import _GIT_HEADER_RE, strip_git_prefix, unquote_path
-from patchaudit.rule import PATCH, Example, Rule
+from patchaudit.lint.rule import PATCH, Example, Rule
 
 _DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
 

@@ -1,5 +1,5 @@
 """Generator of (file, patch) cases for the differential test of
-patchaudit.units.apply against GNU patch (tests/test_apply_oracle.py).
+patchaudit.patching.apply against GNU patch (tests/test_apply_oracle.py).
 
 Each case: a random file, random edits turned into a unified diff by
 difflib.unified_diff (context 0-3), and then the file the patch is applied to,
@@ -17,7 +17,7 @@ import random
 import re
 from dataclasses import dataclass
 
-from patchaudit.units.apply import HunkLine, HunkSpec, split_lines
+from patchaudit.patching.apply import HunkLine, HunkSpec, split_lines
 
 FILE_NAME = "f"
 _DATE = "2020-01-01 00:00:00.000000000 +0000"

@@ -1,4 +1,4 @@
-"""patchaudit.units.apply against GNU patch 2.7.6 (differential test) plus unit tests.
+"""patchaudit.patching.apply against GNU patch 2.7.6 (differential test) plus unit tests.
 
 The differential test generates ~300 file/patch pairs (tests/applier_corpus.py)
 and runs /usr/bin/patch on each:
@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from applier_corpus import FILE_NAME, Case, make_cases, original_lines  # noqa: E402
 
-from patchaudit.units.apply import (  # noqa: E402
+from patchaudit.patching.apply import (  # noqa: E402
     ApplyResult,
     HunkLine,
     HunkResult,
@@ -542,7 +542,7 @@ def test_malformed_hunks_raise():
 
 def test_indexed_search_equals_plain_scan(monkeypatch):
     """The line-index shortcut in locate_hunk must not change any decision."""
-    import patchaudit.units.apply as apply_mod
+    import patchaudit.patching.apply as apply_mod
 
     from applier_corpus import make_cases as _make
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from patchaudit.baseline import assign_fingerprints, filter_new, read_baseline, split_fingerprint
+from patchaudit.pipeline.baseline import assign_fingerprints, filter_new, read_baseline, split_fingerprint
 from patchaudit.testing import invoke_in
-from patchaudit.findings import Finding, Severity
+from patchaudit.model.findings import Finding, Severity
 
 
 
@@ -228,7 +228,7 @@ def test_filter_new_by_count(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     fs = [_finding(1), _finding(9)]
     assign_fingerprints(fs, ["call(x)"] + ["z"] * 7 + ["call(x)"], is_patch=False)
-    from patchaudit.baseline import Entry
+    from patchaudit.pipeline.baseline import Entry
 
     entries = [Entry("a.py", "PA101", 1, "m", fs[0].fingerprint)]
     new, hidden = filter_new(fs, entries, str(tmp_path / "b.json"))
@@ -236,7 +236,7 @@ def test_filter_new_by_count(tmp_path, monkeypatch):
 
 
 def test_findings_without_a_fingerprint_get_one_from_their_file(tmp_path, monkeypatch):
-    from patchaudit.baseline import ensure_fingerprints
+    from patchaudit.pipeline.baseline import ensure_fingerprints
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "a.py").write_text("x\ncall(x)\ny\n")

@@ -17,7 +17,7 @@ import git
 import pytest
 from click.testing import CliRunner
 
-from patchaudit.bump import BumpError, run_bump
+from patchaudit.pipeline.bump import BumpError, run_bump
 from patchaudit.cli import main
 from patchaudit.config import Settings
 
@@ -516,7 +516,7 @@ def test_bad_options_and_sources_are_clear_errors(tmp_path, engine_repo, patches
 
 def test_monkeypatch_audit_is_called_for_py_files(engine_repo, patches, tmp_path, monkeypatch):
     """Issue 9's audit_bump(py_files, old_ctx, new_ctx, settings) gets the .py files given."""
-    from patchaudit.findings import Finding, Severity
+    from patchaudit.model.findings import Finding, Severity
     from patchaudit.units.exact import EngineContext
 
     calls = []
@@ -525,9 +525,9 @@ def test_monkeypatch_audit_is_called_for_py_files(engine_repo, patches, tmp_path
         calls.append((list(py_files), old_ctx, new_ctx, settings))
         return [Finding("PA206", "monkeypatch-target-missing", Severity.ERROR, "target gone", py_files[0], 1)]
 
-    fake = types.ModuleType("patchaudit.monkeypatch")
+    fake = types.ModuleType("patchaudit.analysis.monkeypatch")
     fake.audit_bump = audit_bump
-    monkeypatch.setitem(sys.modules, "patchaudit.monkeypatch", fake)
+    monkeypatch.setitem(sys.modules, "patchaudit.analysis.monkeypatch", fake)
     py = tmp_path / "hooks.py"
     py.write_text("import sglang\n", encoding="utf-8")
     repo, _ = engine_repo
@@ -649,8 +649,8 @@ def test_pyproject_configures_the_upstream_share(tmp_path):
 
 
 def test_markdown_stays_under_githubs_comment_limit():
-    from patchaudit.bump import BumpReport, HunkRow, Side
-    from patchaudit.findings import Finding, Severity, Target
+    from patchaudit.pipeline.bump import BumpReport, HunkRow, Side
+    from patchaudit.model.findings import Finding, Severity, Target
     from patchaudit.reporters.markdown import render
 
     findings = [Finding("PA204", "call-signature-drift", Severity.ERROR, f"`f{k}()` leaves out `x` | <b>" + "y" * 200,

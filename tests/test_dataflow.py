@@ -1,4 +1,4 @@
-"""The dataflow layer (patchaudit/dataflow.py) on its own, with a tiny test spec,
+"""The dataflow layer (patchaudit/analysis/dataflow.py) on its own, with a tiny test spec,
 and the PA102/PA103 rules through the real pipeline beyond their examples.
 
 The test spec: `src()` makes ids, `text_src()` text, `obj_src()` an object whose
@@ -17,10 +17,10 @@ import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from patchaudit.config import Settings
-from patchaudit.dataflow import IDS, OBJECT, TEXT, Flow, FlowSpec, analyse, path_matches
+from patchaudit.analysis.dataflow import IDS, OBJECT, TEXT, Flow, FlowSpec, analyse, path_matches
 from patchaudit.inputs.discover import SourceFile
-from patchaudit.rule import all_rules
-from patchaudit.runner import analyse_file, run_check
+from patchaudit.lint.rule import all_rules
+from patchaudit.pipeline.runner import analyse_file, run_check
 
 LABELS = ("ids", "txt", "obj")
 
@@ -702,7 +702,7 @@ def test_exact_mode_trace_steps_outside_the_patch_point_at_the_engine_file(tmp_p
 
 
 def test_call_chains_deeper_than_the_stack_limit_are_followed():
-    from patchaudit.dataflow import MAX_CALL_DEPTH, MAX_STEPS
+    from patchaudit.analysis.dataflow import MAX_CALL_DEPTH, MAX_STEPS
 
     n = MAX_CALL_DEPTH * 2 + 5
     code = "".join(f"def f{i}(x):\n    return f{i + 1}(x[1:])\n\n" for i in range(n))

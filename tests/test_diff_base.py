@@ -10,7 +10,7 @@ import git
 import pytest
 
 from patchaudit.testing import invoke_in
-from patchaudit.diffbase import parse_unified0
+from patchaudit.inputs.diffbase import parse_unified0
 
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from patchaudit.findings import FileError
+from patchaudit.model.findings import FileError
 from patchaudit.inputs import discover as D
 from patchaudit.inputs.discover import (
     PATCH,

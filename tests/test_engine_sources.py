@@ -16,8 +16,8 @@ import zipfile
 import git
 import pytest
 
-from patchaudit.inputs import engine as E
-from patchaudit.inputs.engine import (
+from patchaudit.engine import sources as E
+from patchaudit.engine.sources import (
     DirectorySource,
     EngineError,
     GitSource,
@@ -604,7 +604,7 @@ def test_import_does_not_load_gitpython():
     import subprocess
     import sys
 
-    code = "import sys, patchaudit.inputs.engine; print('git' in sys.modules)"
+    code = "import sys, patchaudit.engine.sources; print('git' in sys.modules)"
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, check=True)
     assert out.stdout.strip() == "False"

@@ -9,10 +9,10 @@ from pathlib import Path
 
 
 from patchaudit.testing import invoke_in
-from patchaudit.findings import FileError, Finding, Severity, Target, TraceStep
+from patchaudit.model.findings import FileError, Finding, Severity, Target, TraceStep
 from patchaudit.reporters import render
 from patchaudit.reporters.github import escape_property
-from patchaudit.runner import RunResult
+from patchaudit.pipeline.runner import RunResult
 
 LINE = re.compile(r"^::(error|warning|notice) (?P<props>[^:]*)::(?P<msg>.*)$")
 

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from patchaudit.inputs.patches import read_patch
-from patchaudit.units.apply import HunkLine, HunkSpec, apply_hunks, split_lines
+from patchaudit.patching.apply import HunkLine, HunkSpec, apply_hunks, split_lines
 
 from test_hostile_properties import clean_file_text, unified  # noqa: E402  (tests/ is on sys.path)
 

@@ -23,7 +23,7 @@ import pytest
 from patchaudit.config import Settings
 from patchaudit.inputs.discover import SourceFile, classify
 from patchaudit.inputs.patches import read_patch
-from patchaudit.runner import analyse_file
+from patchaudit.pipeline.runner import analyse_file
 from patchaudit.units.nesting import too_deep
 
 CORPUS = Path(__file__).parent / "corpus"
@@ -302,7 +302,7 @@ def test_monkeypatch_collection_skips_deep_nesting_without_dying(tmp_path):
     """The monkey-patch collector (bump, inventory) parses fork files with libcst too."""
     fork = tmp_path / "fork.py"
     fork.write_text("import sglang\nsglang.Engine.generate = lambda *a: " + "(" * 5000 + "1" + ")" * 5000 + "\n")
-    code = ("from patchaudit.monkeypatch import collect\n"
+    code = ("from patchaudit.analysis.monkeypatch import collect\n"
             f"print(collect({str(fork)!r}, open({str(fork)!r}).read()))\n")
     r = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, timeout=120)
     assert (r.returncode, r.stdout.strip()) == (0, "[]"), r

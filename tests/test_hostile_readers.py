@@ -66,18 +66,18 @@ from click.testing import CliRunner
 from hypothesis import Phase, example, given, settings
 from hypothesis import strategies as st
 
-from patchaudit.baseline import BaselineError, filter_new, read_baseline
+from patchaudit.pipeline.baseline import BaselineError, filter_new, read_baseline
 from patchaudit.config import ConfigError, Settings, find_pyproject, load_pyproject
-from patchaudit.findings import FileError, Finding, Severity
-from patchaudit.inputs import engine as engine_mod
-from patchaudit.inputs import reader
+from patchaudit.model.findings import FileError, Finding, Severity
+from patchaudit.engine import sources as engine_mod
+from patchaudit.files import reader
 from patchaudit.inputs.discover import _spec_from_lines, discover
-from patchaudit.patchset import order_patch_set
+from patchaudit.inputs.patchset import order_patch_set
 
 # The rule index is memoised in the process: built once here, in memory, it is
 # never written to a (fuzzed) cache folder by the configuration checks.
 try:
-    from patchaudit.rule_index import rule_index as _rule_index
+    from patchaudit.lint.registry import rule_index as _rule_index
 
     _rule_index(None)
 except Exception:  # pragma: no cover - an optimisation of the tests only
@@ -445,6 +445,8 @@ def pyproject_bytes(draw) -> bytes:
 # the path as a str, and `_resolve` calls `config.parent` on it: AttributeError (a traceback)
 # for any relative `tokenizer`/`engines`/`cache-dir`
 @example(b'[tool.patchaudit]\ntokenizer = "tok.json"\n', "regular", True)
+# found by this target (long profile): `strip = false` passed as the integer 0 (bool is an int)
+@example(b'[tool.patchaudit]\nengines = {sglang = {source = "", strip = false}}\n', "regular", False)
 def test_config_reader_raises_only_config_error(data, kind, as_str):
     with tempfile.TemporaryDirectory() as d:
         p = Path(d, "pyproject.toml")
@@ -768,7 +770,7 @@ def tiny_tokenizer_json() -> dict:
 def tiny_tokenizer():
     """The loaded (patchaudit) Tokenizer of tiny_tokenizer_json(), made once."""
     if "tok" not in _TOK:
-        from patchaudit.tokenizer import load_tokenizer
+        from patchaudit.inputs.tokenizer import load_tokenizer
 
         d = tempfile.mkdtemp(prefix="patchaudit-fuzz-tok-")
         write(Path(d, "tokenizer.json"), json.dumps(tiny_tokenizer_json()).encode())
@@ -893,15 +895,22 @@ def config_bytes(draw) -> bytes:
 # `unknown_ids()` (now `has_holes()`; called by `patchaudit tokens` before the first line) walks every id up to it
 # (Hang, then MemoryError for the set it builds)
 @example(b"TINY-HUGE-ID", None, None, "folder", "regular")
+# found by this target (long profile): a "Precompiled" normalizer without its charsmap makes the
+# library panic in Rust; pyo3 raises PanicException, a BaseException the loader let through
+@example(b"TINY-PRECOMPILED", None, None, "folder", "regular")
 def test_tokenizer_loader_raises_only_tokenizer_error(data, config, special_map, how, kind):
     pytest.importorskip("tokenizers")
-    from patchaudit.tokenizer import Tokenizer, TokenizerError, load_tokenizer
+    from patchaudit.inputs.tokenizer import Tokenizer, TokenizerError, load_tokenizer
 
     if data == b"TINY":  # an explicit example: the tiny tokenizer as it is
         data = json.dumps(tiny_tokenizer_json()).encode()
     elif data == b"TINY-HUGE-ID":   # ... with an added token at the largest u32 id
         doc = tiny_tokenizer_json()
         doc["model"]["vocab"]["<|im_end|>"] = 2 ** 32 - 1
+        data = json.dumps(doc).encode()
+    elif data == b"TINY-PRECOMPILED":   # ... with a normalizer the library panics on
+        doc = tiny_tokenizer_json()
+        doc["normalizer"] = {"type": "Precompiled"}
         data = json.dumps(doc).encode()
     elif data == b"TINY-UNK":   # ... with an unk_token it lacks, and no pre-tokenizer
         doc = tiny_tokenizer_json()

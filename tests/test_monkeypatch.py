@@ -12,10 +12,10 @@ from pathlib import Path
 import git
 import pytest
 
-from patchaudit import monkeypatch as mp
+from patchaudit.analysis import monkeypatch as mp
 from patchaudit.testing import invoke_in
 from patchaudit.config import EngineSpec, Settings
-from patchaudit.inputs.engine import open_engine
+from patchaudit.engine.sources import open_engine
 from patchaudit.units.exact import EngineContext
 
 # --------------------------------------------------------------------------
@@ -616,7 +616,7 @@ def test_bump_unchanged_engine_gives_nothing(tmp_path):
 
 
 def test_bump_command_covers_monkeypatches(tmp_path):
-    pytest.importorskip("patchaudit.bump")
+    pytest.importorskip("patchaudit.pipeline.bump")
     repo_dir = tmp_path / "eng"
     repo = git.Repo.init(repo_dir)
     write_tree(repo_dir, sglang_tree("0.5.9"))

@@ -30,8 +30,8 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 import patchaudit.units.prune as pruning
 from patchaudit.config import Settings
 from patchaudit.inputs.discover import PYTHON, SourceFile
-from patchaudit.rule import all_rules
-from patchaudit.runner import analyse_file, run_check
+from patchaudit.lint.rule import all_rules
+from patchaudit.pipeline.runner import analyse_file, run_check
 from patchaudit.testing import all_examples, run_example
 from patchaudit.units import PythonUnit
 from patchaudit.units.prune import prune, split_lines
@@ -198,7 +198,7 @@ def test_reports_positions_and_symbols_same_with_pruning(tmp_path, monkeypatch, 
 
 
 def test_runner_stores_the_pruned_module(tmp_path):
-    from patchaudit.runner import FileResult, run_python_rules
+    from patchaudit.pipeline.runner import FileResult, run_python_rules
 
     unit = PythonUnit(path="m.py", text=LOADER_MODULE)
     run_python_rules(unit, [all_rules()["PA101"]], Settings(), FileResult("m.py"))

@@ -16,11 +16,11 @@ import pytest
 from click.testing import CliRunner
 
 from patchaudit.cli import main
-from patchaudit.findings import FileError, Finding, Severity, Target, TraceStep
+from patchaudit.model.findings import FileError, Finding, Severity, Target, TraceStep
 from patchaudit.reporters import render
 from patchaudit.reporters.sarif import FINGERPRINT_KEY
-from patchaudit.rule import all_rules
-from patchaudit.runner import RunResult
+from patchaudit.lint.rule import all_rules
+from patchaudit.pipeline.runner import RunResult
 from patchaudit.testing import run_example
 
 REPO = Path(__file__).resolve().parents[1]

@@ -1,6 +1,6 @@
 """SECURITY.md promise 7 (limits): the in-memory applier's cost is bounded on hostile input.
 
-The applier (patchaudit/units/apply.py) counts its work (lines compared, candidate
+The applier (patchaudit/patching/apply.py) counts its work (lines compared, candidate
 positions tried, index entries built: ``apply.work_done()``); these tests assert
 that the work stays under a bound linear in the input, never a wall-clock time.
 
@@ -24,9 +24,9 @@ from unittest import mock
 from hypothesis import given
 from hypothesis import strategies as st
 
-import patchaudit.units.apply as A
+import patchaudit.patching.apply as A
 from patchaudit.inputs.patches import read_patch
-from patchaudit.units.apply import HunkLine, HunkSpec, apply_hunks
+from patchaudit.patching.apply import HunkLine, HunkSpec, apply_hunks
 
 
 def _specs(text: str, *, in_order: bool = True) -> list[HunkSpec]:

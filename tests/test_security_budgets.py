@@ -35,12 +35,12 @@ from pathlib import Path
 
 import pytest
 
-from patchaudit import parallel
+from patchaudit.pipeline import parallel
 from patchaudit.config import EngineSpec, Settings
-from patchaudit.inputs import engine as E
+from patchaudit.engine import sources as E
 from patchaudit.inputs.discover import PYTHON, SourceFile
-from patchaudit.inputs.engine import EngineError, open_engine
-from patchaudit.runner import analyse_file, run_check
+from patchaudit.engine.sources import EngineError, open_engine
+from patchaudit.pipeline.runner import analyse_file, run_check
 
 LINUX = sys.platform.startswith("linux")
 
@@ -133,7 +133,7 @@ def test_default_limit_refuses_a_10_mb_file_without_parsing_it(tmp_path, monkeyp
 
 
 def test_the_parse_limit_is_clamped_by_a_hard_maximum(tmp_path):
-    from patchaudit.units import pyast
+    from patchaudit.inputs import pyast
 
     assert pyast.parse_limit(Settings(max_parse_size=1 << 40)) == pyast.HARD_MAX_PARSE_SIZE
     assert pyast.parse_limit(Settings(max_parse_size=5000)) == 5000
@@ -336,7 +336,7 @@ def _children_of(pid: int) -> list[int]:
 
 PARENT = """\
 import sys, time
-from patchaudit import parallel
+from patchaudit.pipeline import parallel
 parallel.POOL_MIN_BYTES = 0
 {extra}
 def busy(i, src, data):
@@ -420,7 +420,7 @@ def test_zip_member_whose_header_lies_about_its_size_is_refused(tmp_path):
 LIMITED = """\
 import resource, sys
 resource.setrlimit(resource.RLIMIT_AS, ({limit}, {limit}))
-from patchaudit.inputs.engine import open_engine
+from patchaudit.engine.sources import open_engine
 src = open_engine(sys.argv[1])
 print(sorted(src.files()))
 print(src.read_text({ok!r}) is not None)
@@ -621,7 +621,7 @@ def test_an_earlier_patch_is_named_once_per_file_however_many_hunks_overlap_it(t
 
 
 def test_pa304_stops_comparing_past_its_limit_and_says_so(tmp_path, monkeypatch):
-    from patchaudit.rule_index import rule_index
+    from patchaudit.lint.registry import rule_index
 
     monkeypatch.setattr(rule_index()["PA304"].load(), "MAX_CHANGES_PER_FILE", 3)
     body = "--- a/pkg/m.py\n+++ b/pkg/m.py\n@@ -10,3 +10,3 @@\n a = 1\n-b = {i}\n+b = {j}\n c = 3\n"

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
-import patchaudit.cache as pc
-import patchaudit.rule_index as ri
+import patchaudit.pipeline.cache as pc
+import patchaudit.lint.registry as ri
 from patchaudit import __version__
 from patchaudit.testing import invoke_in
 

@@ -127,7 +127,7 @@ def oversized(request, tmp_path, monkeypatch):
     max-file-size, or the engine reader's own cap on one member."""
     if request.param == "max-file-size":
         return small_limit(tmp_path)
-    import patchaudit.inputs.engine as engine_mod
+    import patchaudit.engine.sources as engine_mod
 
     monkeypatch.setattr(engine_mod, "MAX_MEMBER_BYTES", 4000)
     return []
@@ -150,7 +150,7 @@ def test_oversized_engine_file_is_reported_once_and_every_patch_keeps_its_findin
 
 
 def test_oversized_engine_file_in_a_parallel_run_is_still_reported_once(tmp_path, monkeypatch):
-    import patchaudit.parallel as parallel
+    import patchaudit.pipeline.parallel as parallel
 
     monkeypatch.setattr(parallel, "POOL_MIN_BYTES", 0)   # start the worker pool for two small patches
     patches = {f"{k}.patch": section("proc.py" if k % 2 else "proc2.py", PA101_HUNK)
@@ -243,7 +243,7 @@ def test_a_hunk_without_changes_is_reported_in_fragment_mode_too(tmp_path):
 
 
 def test_a_crash_in_one_file_section_costs_that_section_only(tmp_path, monkeypatch):
-    import patchaudit.units.apply as apply_mod
+    import patchaudit.patching.apply as apply_mod
 
     real = apply_mod.apply_hunks
 
@@ -261,7 +261,7 @@ def test_a_crash_in_one_file_section_costs_that_section_only(tmp_path, monkeypat
 
 
 def test_a_crash_in_one_unit_costs_that_unit_only(tmp_path, monkeypatch):
-    import patchaudit.runner as runner
+    import patchaudit.pipeline.runner as runner
 
     real = runner.run_python_rules
 

@@ -594,7 +594,7 @@ def test_every_git_call_goes_through_safegit():
 
 
 def test_the_private_git_directory_goes_away_on_close(hostile):
-    from patchaudit.inputs.engine import open_engine
+    from patchaudit.engine.sources import open_engine
 
     co, m, _ = hostile
     src = open_engine(f"{co / 'vendor' / 'sglang'}@v2", name="sglang")

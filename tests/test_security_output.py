@@ -32,10 +32,10 @@ from pathlib import Path
 
 import pytest
 
-from patchaudit.bump import BumpReport, HunkRow, Relocation, Side
-from patchaudit.findings import FileError, Finding, Severity, Target, TraceStep
+from patchaudit.pipeline.bump import BumpReport, HunkRow, Relocation, Side
+from patchaudit.model.findings import FileError, Finding, Severity, Target, TraceStep
 from patchaudit.reporters import render
-from patchaudit.runner import RunResult
+from patchaudit.pipeline.runner import RunResult
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA_PATH = REPO / "tests" / "data" / "sarif-schema-2.1.0.json"
@@ -487,7 +487,7 @@ def _is_escaped(node: ast.AST) -> bool:
 
 def test_commands_print_only_escaped_text():
     """Every click.echo / print / stream write in patchaudit/commands/ and patchaudit/cli.py
-    passes a string literal or the result of an escape function (patchaudit/reporters/escape.py);
+    passes a string literal or the result of an escape function (patchaudit/model/escape.py);
     the few that print only numbers say so with `# output-safe: <why>` on the line."""
     files = sorted((REPO / "patchaudit" / "commands").glob("*.py")) + [REPO / "patchaudit" / "cli.py"]
     bad = []

@@ -1,5 +1,5 @@
 """Every file patchaudit opens goes through the one guarded reader
-(`patchaudit/inputs/reader.py`); a checked tree's configuration cannot raise the
+(`patchaudit/files/reader.py`); a checked tree's configuration cannot raise the
 safety limits; discovery cannot hang.
 
 A checked-out repository is someone else's data: its `.gitignore`, its
@@ -34,8 +34,8 @@ from pathlib import Path
 import pytest
 
 from patchaudit import __version__
-from patchaudit.inputs import reader
-from patchaudit.inputs.reader import ReadError
+from patchaudit.files import reader
+from patchaudit.files.reader import ReadError
 
 PA101 = "def f(prompt):\n    return legacy_load_mm_data(prompt)\n"
 #: the safety net of a subprocess that would hang on a regression (never asserted on)
@@ -409,9 +409,9 @@ def test_fnmatch_globs_do_not_backtrack(tmp_path):
     whose translation is linear-safe since Python 3.9 (atomic groups / lookahead
     emulation): the same pattern returns at once there."""
     from patchaudit.config import Settings
-    from patchaudit.dataflow import matches, path_matches
-    from patchaudit.findings import Finding, Severity
-    from patchaudit.runner import apply_per_file_ignores
+    from patchaudit.analysis.dataflow import matches, path_matches
+    from patchaudit.model.findings import Finding, Severity
+    from patchaudit.pipeline.runner import apply_per_file_ignores
 
     name = "a" * 4000
     assert not matches(name, [BACKTRACK, "*x*y*z*"])
@@ -583,7 +583,7 @@ def test_quilt_series_that_is_a_fifo_or_huge(tmp_path):
 @needs_fifo
 def test_bump_does_not_open_fifos(tmp_path):
     """bump reads the patches for its overlay and the .py files for monkey-patches
-    (patchaudit/bump.py, patchaudit/monkeypatch.py): FIFOs among them are reported."""
+    (patchaudit/pipeline/bump.py, patchaudit/analysis/monkeypatch.py): FIFOs among them are reported."""
     for version, text in (("old", "def f(a):\n    return a\n"), ("new", "def f(a, b=0):\n    return a\n")):
         (tmp_path / version / "sglang").mkdir(parents=True)
         (tmp_path / version / "sglang" / "m.py").write_text(text)
@@ -655,7 +655,7 @@ def test_config_limits_in_load_pyproject(tmp_path):
 
 
 def _cpus() -> int:
-    from patchaudit.parallel import default_jobs
+    from patchaudit.pipeline.parallel import default_jobs
 
     return default_jobs()
 
@@ -663,7 +663,7 @@ def _cpus() -> int:
 def test_config_jobs_above_the_cpus(tmp_path):
     """`jobs = 40` on a 2-core machine must not fork 40 workers: the value is
     clamped to the CPUs (a valid setting, so no error)."""
-    from patchaudit import parallel
+    from patchaudit.pipeline import parallel
     from patchaudit.testing import invoke_in
 
     cpus = _cpus()
@@ -799,7 +799,7 @@ def model(tmp_path_factory):
 
 
 def test_deeply_nested_tokenizer_json(tmp_path, model):
-    from patchaudit.tokenizer import TokenizerError, load_tokenizer
+    from patchaudit.inputs.tokenizer import TokenizerError, load_tokenizer
 
     deep = tmp_path / "tokenizer.json"
     deep.write_text('{"model": ' + "[" * 100000)
@@ -857,7 +857,7 @@ def _audit(files, tok):
 
 
 def test_tokens_deeply_nested_line_and_huge_integer(tmp_path, model):
-    from patchaudit.tokenizer import load_tokenizer
+    from patchaudit.inputs.tokenizer import load_tokenizer
 
     tok = load_tokenizer(model)
     ids = tok.encode("the tree is green")
@@ -875,7 +875,7 @@ def test_tokens_deeply_nested_line_and_huge_integer(tmp_path, model):
 
 def test_tokens_gzip_line_bomb(tmp_path, model):
     from patchaudit.commands import tokens as T
-    from patchaudit.tokenizer import load_tokenizer
+    from patchaudit.inputs.tokenizer import load_tokenizer
 
     tok = load_tokenizer(model)
     ids = tok.encode("the tree is green")
@@ -890,7 +890,7 @@ def test_tokens_gzip_line_bomb(tmp_path, model):
 
 
 def test_tokens_file_that_is_a_device_or_a_fifo(tmp_path, model):
-    from patchaudit.tokenizer import load_tokenizer
+    from patchaudit.inputs.tokenizer import load_tokenizer
 
     tok = load_tokenizer(model)
     paths = ["/dev/zero"] if os.path.exists("/dev/zero") else []

@@ -27,11 +27,11 @@ from pathlib import Path
 
 import pytest
 
-from patchaudit import parallel
+from patchaudit.pipeline import parallel
 from patchaudit.config import Settings
-from patchaudit.rule import all_rules, select_rules
-from patchaudit.rule_index import RuleMeta, build_index, select_codes
-from patchaudit.runner import run_check
+from patchaudit.lint.rule import all_rules, select_rules
+from patchaudit.lint.registry import RuleMeta, build_index, select_codes
+from patchaudit.pipeline.runner import run_check
 from patchaudit.testing import all_examples, run_example
 
 REPO = Path(__file__).resolve().parent.parent
@@ -93,7 +93,7 @@ def test_every_rule_is_read_without_import():
 
 
 def test_index_reads_a_pack_without_libcst():
-    code = ("import sys; from patchaudit.rule_index import build_index; idx = build_index(); "
+    code = ("import sys; from patchaudit.lint.registry import build_index; idx = build_index(); "
             "assert idx; print('libcst' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
@@ -183,7 +183,7 @@ def test_light_files_import_no_rule(tmp_path):
     code = textwrap.dedent(f"""
         import sys
         from patchaudit.config import Settings
-        from patchaudit.runner import run_check
+        from patchaudit.pipeline.runner import run_check
         r = run_check([{str(tmp_path)!r}], Settings(cache=False))
         assert r.files == 2 and r.parsed == 0 and not r.findings, r
         print(sorted(m for m in sys.modules if m == "libcst" or m.startswith("patchaudit.rules.")))
@@ -228,10 +228,10 @@ def _fixed_code(monkeypatch, request):
     """The code stamp of the cache key stats patchaudit's own sources; a shared
     working tree edited while the tests run must not make a warm run cold."""
     if "code_stamp" not in request.node.name:
-        import patchaudit.cache
+        import patchaudit.pipeline.cache
 
-        stamp = patchaudit.cache.code_stamp()
-        monkeypatch.setattr(patchaudit.cache, "code_stamp", lambda: stamp)
+        stamp = patchaudit.pipeline.cache.code_stamp()
+        monkeypatch.setattr(patchaudit.pipeline.cache, "code_stamp", lambda: stamp)
 
 
 def _run(root: Path, monkeypatch, **kw):
@@ -344,13 +344,13 @@ def test_settings_and_rules_key_the_cache(tmp_path, monkeypatch):
 
 
 def test_code_stamp_keys_the_cache(tmp_path, monkeypatch):
-    import patchaudit.cache
+    import patchaudit.pipeline.cache
 
     root = _tree(tmp_path / "tree")
-    monkeypatch.setattr(patchaudit.cache, "code_stamp", lambda: ("rules", 1))
+    monkeypatch.setattr(patchaudit.pipeline.cache, "code_stamp", lambda: ("rules", 1))
     _run(root, monkeypatch, jobs=1, cache=True)
     assert _run(root, monkeypatch, jobs=1, cache=True).parsed == 0
-    monkeypatch.setattr(patchaudit.cache, "code_stamp", lambda: ("rules", 2))   # a rule was edited
+    monkeypatch.setattr(patchaudit.pipeline.cache, "code_stamp", lambda: ("rules", 2))   # a rule was edited
     again = _run(root, monkeypatch, jobs=1, cache=True)
     assert again.cached == 0 and again.parsed > 0
 
@@ -368,13 +368,13 @@ def test_unreadable_cache_is_a_cold_cache(tmp_path, monkeypatch):
 
 
 def test_cache_keeps_few_stores_and_the_rule_index(tmp_path, monkeypatch):
-    import patchaudit.cache
+    import patchaudit.pipeline.cache
 
     (tmp_path / "a.py").write_text(POSITIVE)
-    import patchaudit.rule_index
+    import patchaudit.lint.registry
 
-    monkeypatch.setattr(patchaudit.cache, "MAX_STORES", 2)
-    monkeypatch.setattr(patchaudit.rule_index, "_INDEX", None)   # read and store the index again
+    monkeypatch.setattr(patchaudit.pipeline.cache, "MAX_STORES", 2)
+    monkeypatch.setattr(patchaudit.lint.registry, "_INDEX", None)   # read and store the index again
     monkeypatch.chdir(tmp_path)
     for select in (["PA101"], ["PA104"], ["PA1"], ["ALL"]):
         run_check(["a.py"], Settings(select=select, jobs=1))
@@ -389,7 +389,7 @@ def test_cache_keeps_few_stores_and_the_rule_index(tmp_path, monkeypatch):
 def test_one_file_run_touches_one_shard_and_concurrent_runs_merge(tmp_path, monkeypatch):
     """A pre-commit run over one file of a tree reads and rewrites only that file's shard
     of the store; two runs that wrote the same shard meanwhile keep both results."""
-    import patchaudit.cache as pc
+    import patchaudit.pipeline.cache as pc
 
     root = _tree(tmp_path / "tree")
     whole = _run(root, monkeypatch, jobs=1, cache=True)
@@ -466,9 +466,9 @@ def test_lazy_positions_are_libcsts():
     import libcst as cst
     from libcst.metadata import MetadataWrapper, PositionProvider
 
-    from patchaudit.lazy_metadata import metadata_wrapper
+    from patchaudit.analysis.lazy_metadata import metadata_wrapper
 
-    src = (REPO / "patchaudit" / "parallel.py").read_text()
+    src = (REPO / "patchaudit" / "pipeline" / "parallel.py").read_text()
     module = cst.parse_module(src)
     eager = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
     lazy_wrapper = metadata_wrapper(module)
@@ -486,10 +486,10 @@ def test_statement_positions_are_libcsts():
     import libcst as cst
     from libcst.metadata import MetadataWrapper, PositionProvider
 
-    from patchaudit.lazy_metadata import metadata_wrapper
+    from patchaudit.analysis.lazy_metadata import metadata_wrapper
 
     checked = fast = 0
-    sources = sorted((REPO / "patchaudit").glob("*.py")) + sorted((REPO / "rules").glob("*.py"))
+    sources = sorted((REPO / "patchaudit").rglob("*.py")) + sorted((REPO / "rules").glob("*.py"))
     for path in sources[::4]:
         module = cst.parse_module(path.read_text(encoding="utf-8"))
         eager = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
@@ -504,7 +504,7 @@ def test_statement_positions_are_libcsts():
 
 
 def test_module_only_visit_is_a_full_visit(monkeypatch):
-    import patchaudit.lazy_metadata as lm
+    import patchaudit.analysis.lazy_metadata as lm
 
     paths = [str(p) for p in CORPUS]
     fast = run_check(paths, Settings(select=["ALL"], cache=False, jobs=1))
@@ -517,7 +517,7 @@ def test_module_only_visit_is_a_full_visit(monkeypatch):
 def test_rule_index_is_kept_per_user_and_renewed_when_stale(tmp_path, monkeypatch):
     """A tree never checked before reads the rule index from the user's cache folder
     (it depends on the rule sources only); a stale or corrupt copy is rebuilt and rewritten."""
-    import patchaudit.rule_index as ri
+    import patchaudit.lint.registry as ri
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     user = ri.user_cache_dir()
@@ -539,7 +539,7 @@ def test_rule_index_is_kept_per_user_and_renewed_when_stale(tmp_path, monkeypatc
     (tmp_path / "tree3" / "rule-index.pickle").write_bytes(b"garbage")
     monkeypatch.setattr(ri, "_INDEX", None)
     assert ri.rule_index(str(tmp_path / "tree3")) == {} and built == [1]
-    from patchaudit.cache import unseal
+    from patchaudit.pipeline.cache import unseal
 
     with open(os.path.join(user, "rule-index.pickle"), "rb") as fh:
         assert pickle.loads(unseal(fh.read()))[0] != (0, 0)           # rewritten, sealed
@@ -562,7 +562,7 @@ def test_pre_parse_with_ast_is_silent_and_shared():
     import warnings
 
     from patchaudit.rules.pa103_decode_retokenize import DecodeRetokenize
-    from patchaudit.units import pyast
+    from patchaudit.inputs import pyast
 
     text = 'P = "\\d+"\ntext = tok.decode(ids)\nids = tok.encode(text)\n'
     with warnings.catch_warnings():
@@ -599,7 +599,7 @@ def test_cache_works_without_a_home(tmp_path):
     env.update(HOME=str(tmp_path / "no-such-home"), TMPDIR=str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
     (tmp_path / "no-such-home").write_text("a file where the home folder should be")
-    code = ("from patchaudit.config import Settings\nfrom patchaudit.runner import run_check\n"
+    code = ("from patchaudit.config import Settings\nfrom patchaudit.pipeline.runner import run_check\n"
             "r = run_check(['a.py'], Settings(select=['PA101'], jobs=1))\nprint(r.cached, len(r.findings))")
     runs = [subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True,
                            text=True, check=True).stdout.split() for _ in range(2)]

@@ -21,7 +21,7 @@ import pytest
 from click.testing import CliRunner
 
 from patchaudit.cli import main
-from patchaudit.tokenizer import TokenizerError, load_tokenizer
+from patchaudit.inputs.tokenizer import TokenizerError, load_tokenizer
 
 tokenizers = pytest.importorskip("tokenizers")
 

@@ -17,7 +17,7 @@ import pytest
 
 from patchaudit.cli import main
 from patchaudit.commands.tokens import diff_ids, run_audit
-from patchaudit.tokenizer import load_tokenizer
+from patchaudit.inputs.tokenizer import load_tokenizer
 
 from test_tokenizer import build_tokenizer, cli, remerging_pair, write_tokenizer
 

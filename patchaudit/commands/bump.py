@@ -9,7 +9,7 @@ import click
 
 from patchaudit.commands.check import build_settings, emit, use_color
 from patchaudit.config import ConfigError, Settings
-from patchaudit.reporters.escape import safe, safe_lines, visible
+from patchaudit.model.escape import safe, safe_lines, visible
 
 FORMATS = ["text", "markdown", "json", "sarif", "github"]
 
@@ -32,7 +32,7 @@ def resolve_revision(spec: str, repo: str | None) -> str:
     """A bare revision (`v2`, a tag or sha) of the engine's git repository -> `REPO@v2`.
 
     An existing path (directory, wheel, sdist) or a `PATH@REV` spec is kept as it is."""
-    from patchaudit.inputs.engine import _split_git_spec
+    from patchaudit.engine.sources import _split_git_spec
 
     if not repo or spec.startswith("-") or os.path.exists(os.path.expanduser(spec)) or _split_git_spec(spec):
         return spec
@@ -56,7 +56,7 @@ def _settings(paths, config, select, ignore, extend_select, tokenizer) -> Settin
 
 
 def render_text(report, color: bool = False) -> str:
-    """The text report; every value escaped (patchaudit/reporters/escape.py)."""
+    """The text report; every value escaped (patchaudit/model/escape.py)."""
     from patchaudit.reporters.text import _style, format_finding
 
     v = visible
@@ -122,7 +122,7 @@ def bump(paths, engine, old, new, select, ignore, extend_select, fmt, output, co
     (PA203), the calls that no longer fit NEW's signatures (PA204), and every rule
     run on NEW with the patches applied.  Exit code 1 when an error-severity
     finding is reported, 2 on a usage error or an unreadable file."""
-    from patchaudit.bump import BumpError, run_bump
+    from patchaudit.pipeline.bump import BumpError, run_bump
     from patchaudit.reporters import available_formats, render
 
     if fmt not in ("text", "json", "markdown") and fmt not in available_formats():
@@ -144,7 +144,7 @@ def bump(paths, engine, old, new, select, ignore, extend_select, fmt, output, co
     if fmt == "text":
         text = render_text(report, color=use_color(output))
     elif fmt == "json":
-        from patchaudit.reporters.escape import json_text
+        from patchaudit.model.escape import json_text
 
         text = json_text(report.to_json()) + "\n"
     else:

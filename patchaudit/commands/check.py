@@ -9,7 +9,7 @@ import click
 
 from patchaudit.config import ConfigError, EngineSpec, Settings, apply_cache_options, find_pyproject, load_pyproject
 from patchaudit.reporters import available_formats, render
-from patchaudit.reporters.escape import safe
+from patchaudit.model.escape import safe
 
 
 def _split_codes(values: tuple[str, ...]) -> list[str]:
@@ -61,7 +61,7 @@ def build_settings(paths, config, select, ignore, extend_select, engine, jobs, n
 
 def emit(text: str, output: str | None) -> None:
     """Print a rendered report, or write it to `output` whole or not at all (a temporary file
-    renamed over it).  Reporters escape what they render (patchaudit/reporters/escape.py)."""
+    renamed over it).  Reporters escape what they render (patchaudit/model/escape.py)."""
     if output:
         from patchaudit.reporters.output import write_atomic
 
@@ -135,13 +135,13 @@ class Progress:
 def check(paths, engine, select, ignore, extend_select, fmt, output, config, jobs, no_cache, cache_dir, tokenizer,
           exit_zero, diff_base, baseline_file, write_baseline_file) -> None:
     """Check patches, Python and other text files under PATHS (default: .)."""
-    from patchaudit.runner import RunError, run_check
+    from patchaudit.pipeline.runner import RunError, run_check
 
     paths = list(paths) or ["."]
     if fmt not in available_formats():
         raise click.UsageError(f"format {fmt!r} is not available in this build")
-    from patchaudit.baseline import BaselineError, ensure_fingerprints, filter_new, read_baseline, write_baseline
-    from patchaudit.diffbase import DiffBaseError, changed_lines
+    from patchaudit.pipeline.baseline import BaselineError, ensure_fingerprints, filter_new, read_baseline, write_baseline
+    from patchaudit.inputs.diffbase import DiffBaseError, changed_lines
 
     progress = Progress()
     try:

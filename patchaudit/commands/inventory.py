@@ -30,7 +30,7 @@ import click
 
 from patchaudit.commands.check import emit, parse_engine_option
 from patchaudit.config import ConfigError, Settings, find_pyproject, load_pyproject
-from patchaudit.reporters.escape import json_text, md_code, md_text, safe, safe_lines, visible
+from patchaudit.model.escape import json_text, md_code, md_text, safe, safe_lines, visible
 
 _HEADER_DEF = re.compile(r"^\s*(?:async\s+)?(?:def|class)\s+([A-Za-z_]\w*)")
 
@@ -113,7 +113,7 @@ def _hunk_rows(src, data: bytes, engines, packages: tuple[str, ...], inv: Invent
             inv.rows.append(Row(symbol, "hunk", "hunk", src.path, hunk.header_line, f"#{hunk.index + 1}",
                                 note="enclosing symbol from the @@ header" if m and section.is_python else ""))
         return
-    from patchaudit.monkeypatch import engine_title
+    from patchaudit.analysis.monkeypatch import engine_title
     from patchaudit.units.exact import exact_units
 
     _, _, result = exact_units(patch, ctx, report_path=src.path)
@@ -137,7 +137,7 @@ def _hunk_rows(src, data: bytes, engines, packages: tuple[str, ...], inv: Invent
 
 
 def _monkeypatch_rows(path: str, text: str, ctxs: list, packages: tuple[str, ...], inv: Inventory) -> None:
-    from patchaudit import monkeypatch as mpmod
+    from patchaudit.analysis import monkeypatch as mpmod
 
     for mp in mpmod.collect(path, text, packages):
         symbol = mp.target
@@ -176,10 +176,10 @@ def _monkeypatch_rows(path: str, text: str, ctxs: list, packages: tuple[str, ...
 
 
 def build_inventory(paths: list[str], settings: Settings) -> Inventory:
-    from patchaudit.findings import FileError
+    from patchaudit.model.findings import FileError
     from patchaudit.inputs.discover import PATCH, PYTHON, discover
-    from patchaudit.monkeypatch import engine_packages, engine_summary
-    from patchaudit.runner import open_engines
+    from patchaudit.analysis.monkeypatch import engine_packages, engine_summary
+    from patchaudit.pipeline.runner import open_engines
 
     inv = Inventory()
     files, errors = discover(paths, settings.exclude)
@@ -193,8 +193,8 @@ def build_inventory(paths: list[str], settings: Settings) -> Inventory:
         if src.kind not in (PATCH, PYTHON):
             continue
         inv.files += 1
-        from patchaudit.inputs.reader import ReadError, read_bytes
-        from patchaudit.runner import read_error
+        from patchaudit.files.reader import ReadError, read_bytes
+        from patchaudit.pipeline.runner import read_error
 
         try:   # the one guarded reader: a FIFO or a device is refused, never opened
             data = read_bytes(src.path, settings.max_file_size)
@@ -248,7 +248,7 @@ def _summary_line(inv: Inventory) -> str:
 
 def render_text(inv: Inventory) -> str:
     """One block per engine symbol: its sites, and under each site what every
-    engine checked says.  Every value escaped (patchaudit/reporters/escape.py)."""
+    engine checked says.  Every value escaped (patchaudit/model/escape.py)."""
     v = visible
     if not inv.rows:
         return safe_lines("No engine symbol is patched.\n" + _summary_line(inv) + "\n")
@@ -328,7 +328,7 @@ RENDERERS = {"text": render_text, "markdown": render_markdown, "json": render_js
 @click.option("--config", type=click.Path(exists=True, dir_okay=False), help="A pyproject.toml to read.")
 def inventory(paths, engine, fmt, output, config) -> None:
     """List every engine symbol the patches and runtime monkey-patches under PATHS touch."""
-    from patchaudit.runner import RunError
+    from patchaudit.pipeline.runner import RunError
 
     paths = list(paths) or ["."]
     try:

@@ -6,8 +6,8 @@ import json
 
 import click
 
-from patchaudit.reporters.escape import safe, text_block
-from patchaudit.rule import all_rules
+from patchaudit.model.escape import safe, text_block
+from patchaudit.lint.rule import all_rules
 
 
 @click.command("rules")

@@ -29,7 +29,7 @@ from typing import IO, Any, Callable, Iterator, Sequence
 
 import click
 
-from patchaudit.reporters.escape import json_text, safe, safe_lines, visible
+from patchaudit.model.escape import json_text, safe, safe_lines, visible
 
 #: samples decoded and re-encoded together
 BATCH = 256
@@ -267,7 +267,7 @@ def iter_lines(path: str, on_read: Callable[[int], None] | None = None) -> Itera
     import zlib
 
     from patchaudit.inputs.discover import read_error_message
-    from patchaudit.inputs.reader import ReadError, open_regular
+    from patchaudit.files.reader import ReadError, open_regular
 
     try:
         raw = open_regular(path, MAX_FILE)
@@ -351,7 +351,7 @@ def _fmt_span(ids: Sequence[int], toks: Sequence[str]) -> str:
 
 
 def format_sample(s: Sample, tok) -> str:
-    """A sample's lines of the text report; every value escaped (patchaudit/reporters/escape.py)."""
+    """A sample's lines of the text report; every value escaped (patchaudit/model/escape.py)."""
     who = f" (id {visible(s.sample_id)})" if s.sample_id is not None else ""
     where = f"{visible(s.path)}:{s.line}{who}"
     if not s.differences:
@@ -533,7 +533,7 @@ def tokens(files, tokenizer, field, id_field, fmt, output, top, all_samples, sum
            config) -> None:
     """Audit recorded rollout token ids (JSONL) for drift under decode and re-encode."""
     from patchaudit.config import ConfigError
-    from patchaudit.tokenizer import TokenizerError, load_tokenizer
+    from patchaudit.inputs.tokenizer import TokenizerError, load_tokenizer
 
     try:
         tok = load_tokenizer(_resolve_tokenizer(tokenizer, config, files))

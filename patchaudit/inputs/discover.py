@@ -11,7 +11,7 @@ device or a socket named on the command line, a dangling symlink or a symlink
 loop named there, a dangling symlink met in the walk (a loop met in the walk is
 skipped, SECURITY.md promise 4), and a `.gitignore` that is not a regular file
 or is larger than `MAX_IGNORE_FILE`.  Nothing is opened except through
-`patchaudit.inputs.reader`.
+`patchaudit.files.reader`.
 
 Patterns are matched by pathspec with Google's RE2 engine (`google-re2`, a
 dependency), which runs in linear time: with Python's `re`, a pattern such as
@@ -29,8 +29,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from patchaudit.findings import FileError
-from patchaudit.inputs.reader import ReadError, check_regular, open_regular, read_bytes
+from patchaudit.model.findings import FileError
+from patchaudit.files.reader import ReadError, check_regular, open_regular, read_bytes
 
 #: a .gitignore larger than this is refused (git itself refuses 100 MB ones; real ones are a few KB)
 MAX_IGNORE_FILE = 1024 * 1024

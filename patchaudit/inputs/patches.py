@@ -92,7 +92,7 @@ class Hunk:
 
     def to_spec(self):
         """The hunk as the in-memory applier takes it."""
-        from patchaudit.units.apply import HunkLine, HunkSpec
+        from patchaudit.patching.apply import HunkLine, HunkSpec
 
         return HunkSpec(
             source_start=self.source_start,

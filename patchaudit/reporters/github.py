@@ -8,7 +8,7 @@ engine location and the trace (as escaped newlines, so the command stays on
 one line).  Files that could not be read follow as `::error` lines.  Paths are
 as reported, relative to the working directory: run from the repository root.
 
-Escaping (patchaudit/reporters/escape.py): property values and the message
+Escaping (patchaudit/model/escape.py): property values and the message
 follow the runner's rules (`%` `\r` `\n` as `%25` `%0D` `%0A`; in properties
 also `:` `,` as `%3A` `%2C`), so `file=` names the real file even when its
 name holds a newline; every other control character is a visible escape
@@ -19,7 +19,7 @@ these annotations.
 
 from __future__ import annotations
 
-from patchaudit.reporters.escape import command_data, command_property, visible
+from patchaudit.model.escape import command_data, command_property, visible
 
 _LEVEL = {"error": "error", "warning": "warning", "info": "notice"}
 

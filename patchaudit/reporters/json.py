@@ -7,12 +7,12 @@ of {path, line, note}) and fingerprint.
 
 Strings are exact, except that a byte of a file name that is not UTF-8 is the
 text `\\xff` (so the report is valid UTF-8); characters a terminal would act
-on are JSON `\\u` escapes (patchaudit/reporters/escape.py, `json_text`).
+on are JSON `\\u` escapes (patchaudit/model/escape.py, `json_text`).
 """
 
 from __future__ import annotations
 
-from patchaudit.reporters.escape import json_text
+from patchaudit.model.escape import json_text
 
 
 def render(result, *, color: bool = False, rules=None) -> str:

@@ -1,6 +1,6 @@
 """`--format markdown`: a report a CI job posts as a pull-request comment.
 
-For `patchaudit bump` (a `patchaudit.bump.BumpReport`): a headline, one row
+For `patchaudit bump` (a `patchaudit.pipeline.bump.BumpReport`): a headline, one row
 per patch file (its hunks by status on the new engine version, its findings
 by rule), the findings by rule, files that moved, then the details: every
 finding with its place in the patch and in the engine and the hunk it is
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from patchaudit.reporters.escape import md_code, md_fence, md_text, safe_lines, visible
+from patchaudit.model.escape import md_code, md_fence, md_text, safe_lines, visible
 
 LIMIT = 60_000
 _ICON = {"error": ":x:", "warning": ":warning:", "info": ":information_source:"}
@@ -83,7 +83,7 @@ def _hunk_table(rows, old_name: str, new_name: str) -> list[str]:
 
 
 def render_bump(report, with_hunks: bool = True, max_findings: int | None = None) -> str:
-    from patchaudit.rule import all_rules
+    from patchaudit.lint.rule import all_rules
 
     rules = all_rules()
     counts = report.hunk_counts()

@@ -9,7 +9,7 @@ points to.  FILE that exists and is not a regular file (`/dev/stdout`, a FIFO)
 is written directly, since it cannot be replaced.
 
 The text is written as UTF-8; the reporters make sure it encodes
-(patchaudit/reporters/escape.py), and anything that still would not is written
+(patchaudit/model/escape.py), and anything that still would not is written
 as a backslash escape rather than failing the run.
 """
 

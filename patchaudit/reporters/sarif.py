@@ -12,7 +12,7 @@ level and whether the rule is on by default), one result per finding:
   (PA304's other patch);
 - `codeFlows`: the trace of a dataflow rule (PA102, PA103) as one thread flow;
 - `partialFingerprints["patchaudit/v1"]`: the finding's fingerprint (see
-  patchaudit/baseline.py), stable across line moves.
+  patchaudit/pipeline/baseline.py), stable across line moves.
 
 Files that could not be read become `toolExecutionNotifications` and make
 `executionSuccessful` false.  The output validates against the official
@@ -20,7 +20,7 @@ schema (tests/test_sarif.py).
 
 URIs percent-encode the bytes of the file name, so a name that is not UTF-8 is
 exact (`x%FF.py`); texts are as in the json report: exact, but an undecodable
-byte is the text `\\xff` (patchaudit/reporters/escape.py).
+byte is the text `\\xff` (patchaudit/model/escape.py).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from patchaudit.reporters.escape import json_text, path_bytes
+from patchaudit.model.escape import json_text, path_bytes
 
 SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 FINGERPRINT_KEY = "patchaudit/v1"
@@ -160,7 +160,7 @@ def result_object(f, rule_index: dict[str, int]) -> dict[str, Any]:
 
 def to_sarif(result, rules=None) -> dict[str, Any]:
     from patchaudit import __version__
-    from patchaudit.rule import all_rules
+    from patchaudit.lint.rule import all_rules
 
     rule_list = list(rules) if rules is not None else list(all_rules().values())
     known = {r.code for r in rule_list}

@@ -2,14 +2,14 @@
 
 Every value from the checkout goes through `escape.visible()` and every block
 through `escape.safe_lines()`: control characters show as escapes and no line
-starts a CI workflow command (patchaudit/reporters/escape.py).
+starts a CI workflow command (patchaudit/model/escape.py).
 """
 
 from __future__ import annotations
 
 import click
 
-from patchaudit.reporters.escape import safe_lines, visible
+from patchaudit.model.escape import safe_lines, visible
 
 _SEV_COLOR = {"error": "red", "warning": "yellow", "info": "cyan"}
 

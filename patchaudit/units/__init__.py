@@ -14,11 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from patchaudit.findings import Finding, Report, Target, TraceStep
+from patchaudit.model.findings import Finding, Report, Target, TraceStep
 
 if TYPE_CHECKING:  # pragma: no cover
     from patchaudit.inputs.patches import FileSection, Hunk, PatchFile
-    from patchaudit.rule import Rule
+    from patchaudit.lint.rule import Rule
 
 INCOMPLETE_NOTE = "call continues past the hunk; give --engine to confirm"
 

@@ -28,10 +28,10 @@ from typing import Any
 
 import os
 
-from patchaudit.findings import FileError
-from patchaudit.inputs.engine import EngineError, EngineSource, detect_strip, map_path, open_engine
+from patchaudit.model.findings import FileError
+from patchaudit.engine.sources import EngineError, EngineSource, detect_strip, map_path, open_engine
 from patchaudit.units import LineInfo, PythonUnit, TextUnit
-from patchaudit.units.symbols import EngineIndex, FuncInfo, ModuleIndex, index_module, parse_python
+from patchaudit.engine.symbols import EngineIndex, FuncInfo, ModuleIndex, index_module, parse_python
 
 
 @dataclass
@@ -229,7 +229,7 @@ class EngineContext:
                     if found:
                         return found[1]
             if isinstance(recv, (cst.Name, cst.Attribute)):
-                from patchaudit.units.symbols import dotted_name  # noqa: F401
+                from patchaudit.engine.symbols import dotted_name  # noqa: F401
 
                 dotted = _cst_dotted(recv)
                 if dotted and dotted.split(".")[0] in mod.imports:
@@ -297,7 +297,7 @@ class EngineSet:
     def contexts(self) -> list[EngineContext]:
         """Every engine of the run as plain Python files see it (strip 0); each
         context knows its set (`engine_set`), so a rule can pick the engine
-        that has a given package (monkey-patches, patchaudit/monkeypatch.py)."""
+        that has a given package (monkey-patches, patchaudit/analysis/monkeypatch.py)."""
         cache = self.__dict__.setdefault("_contexts", {})
         for k in range(len(self.engines)):
             if k not in cache:
@@ -448,7 +448,7 @@ def _exact_section(patch, ctx: EngineContext, report_path: str, section, rec: Se
                    py: list, text_units: list) -> None:
     """One file section in exact mode: its hunk records and units (appended to `py`/`text_units`)."""
     from patchaudit.inputs.discover import PATCH, PYTHON
-    from patchaudit.units.apply import apply_hunks, split_lines
+    from patchaudit.patching.apply import apply_hunks, split_lines
 
     # hunks the applier refuses are left out; the others apply as GNU patch would apply them
     good = []
@@ -542,7 +542,7 @@ def _exact_section(patch, ctx: EngineContext, report_path: str, section, rec: Se
         if is_changed:
             judged.add(line_no)
     if kind == PYTHON:
-        from patchaudit.units.pyast import over_limit
+        from patchaudit.inputs.pyast import over_limit
 
         # over max-parse-size: never parsed (not a syntax error); the runner reports the unit
         too_large = over_limit(patched) is not None
@@ -570,7 +570,7 @@ def _exact_section(patch, ctx: EngineContext, report_path: str, section, rec: Se
 def _fallback_units(patch, section, hunks, report_path, kind, py, text_units, ctx) -> None:
     """Fragment-mode units for hunks exact mode cannot place (failed, missing file)."""
     from patchaudit.inputs.discover import PATCH, PYTHON
-    from patchaudit.runner import hunk_text_unit
+    from patchaudit.pipeline.runner import hunk_text_unit
     from patchaudit.units.fragments import fragment_units
 
     for h in hunks:

@@ -29,7 +29,7 @@ import warnings
 from dataclasses import dataclass
 
 from patchaudit.units import LineInfo, PythonUnit
-from patchaudit.units.pyast import over_limit
+from patchaudit.inputs.pyast import over_limit
 
 _OPEN = {"(": ")", "[": "]", "{": "}"}
 _CLOSE = set(_OPEN.values())

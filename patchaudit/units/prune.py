@@ -37,7 +37,7 @@ import re
 from bisect import bisect_right
 from typing import Iterable
 
-from patchaudit.units import pyast
+from patchaudit.inputs import pyast
 
 #: the runner prunes only while this is True (tests switch it off to compare findings)
 ENABLED = True

@@ -16,7 +16,7 @@ that called it kept applying and silently dropped the ids).  This module:
   computations live here (`BumpAudit.upstream_changes`, `BumpAudit.check_call`);
 - finds where the definitions of a patched file that NEW no longer has went
   (`BumpAudit.relocation`);
-- runs the monkey-patch audit of issue 9 (`patchaudit.monkeypatch.audit_bump`)
+- runs the monkey-patch audit of issue 9 (`patchaudit.analysis.monkeypatch.audit_bump`)
   on the `.py` files given, when that module exists.
 
 Three views of the engine are indexed (`units/symbols.EngineIndex`): OLD and
@@ -42,10 +42,10 @@ from typing import Any, Iterable
 
 from patchaudit.inputs import source_lines
 from patchaudit.config import Settings
-from patchaudit.findings import FileError, Finding, Severity, Target
-from patchaudit.inputs.engine import EngineError, EngineSource, map_path, open_engine
+from patchaudit.model.findings import FileError, Finding, Severity, Target
+from patchaudit.engine.sources import EngineError, EngineSource, map_path, open_engine
 from patchaudit.units.exact import EngineContext, EngineSet, ExactResult, HunkRecord, exact_units
-from patchaudit.units.symbols import (CallShape, Callee, EngineIndex, FuncInfo, ModuleIndex, Param,
+from patchaudit.engine.symbols import (CallShape, Callee, EngineIndex, FuncInfo, ModuleIndex, Param,
                                       call_sites, parse_python, resolve_callee)
 
 #: PA204's options ([tool.patchaudit.rules.PA204]) and their defaults
@@ -492,7 +492,7 @@ class BumpAudit:
 
     def add_to_overlay(self, patch) -> None:
         """Apply `patch` (cumulatively, in the order given) to the in-memory patched NEW."""
-        from patchaudit.units.apply import apply_hunks, split_lines
+        from patchaudit.patching.apply import apply_hunks, split_lines
 
         _, ctx = self._strip_for(patch)
         if ctx is None:
@@ -866,7 +866,7 @@ class BumpAudit:
         """The calls PA204 judges in a unit: (line, col, end line, end col of the callee, callee,
         shape, enclosing class, complete) for every call touching a line the patch changed.
         Read with `ast` (positions of libcst cost more than the parse)."""
-        from patchaudit.units.symbols import _calls_in, ast_call_shape, ast_callee
+        from patchaudit.engine.symbols import _calls_in, ast_call_shape, ast_callee
 
         tree = parse_python(unit.text)
         if tree is None:
@@ -902,7 +902,7 @@ class BumpAudit:
 
         A hunk that NEW cannot place applied to OLD: the lines after it (where
         the call's other arguments are) are in OLD's patched file."""
-        from patchaudit.units.symbols import ast_call_shape, ast_callee
+        from patchaudit.engine.symbols import ast_call_shape, ast_callee
 
         pair = getattr(unit.engine, "pair", None)
         hunk, section, info = getattr(unit, "hunk", None), getattr(unit, "section", None), unit.info(line)
@@ -1007,7 +1007,7 @@ def _monkeypatch_findings(py_files: list[str], audit: BumpAudit, report: BumpRep
     if not py_files:
         return []
     try:
-        from patchaudit.monkeypatch import audit_bump
+        from patchaudit.analysis.monkeypatch import audit_bump
     except ImportError:
         return []
     old_ctx = EngineContext(audit.old, audit.strip or 0, "", audit.old_index)
@@ -1052,7 +1052,7 @@ def _reword_incomplete(findings: list[Finding], new_name: str) -> None:
 
 
 def _hunk_rows(pair: PatchPair, audit: BumpAudit) -> list[HunkRow]:
-    from patchaudit.units.apply import apply_hunks, split_lines
+    from patchaudit.patching.apply import apply_hunks, split_lines
 
     old_res, new_res = pair.old_result, pair.new_result
     old_by = {h.patch_line: h for h in old_res.hunks} if old_res is not None else {}
@@ -1073,7 +1073,7 @@ def _hunk_rows(pair: PatchPair, audit: BumpAudit) -> list[HunkRow]:
                 try:
                     applied = apply_hunks(lines, [h.to_spec() for h in sec.hunks], ends_with_newline=eol)
                     mod = audit.new_index.module_by_path(moved_to)
-                    from patchaudit.units.symbols import index_module
+                    from patchaudit.engine.symbols import index_module
 
                     ix = index_module(moved_to, text) if mod is None else mod
                     for h, r in zip(sec.hunks, applied.hunks):
@@ -1109,7 +1109,7 @@ def run_bump(paths: list[str], engine: str, old_spec: str, new_spec: str, settin
     """Audit the patches (and monkey-patching .py files) under `paths` for the bump OLD -> NEW."""
     from patchaudit.inputs.discover import PATCH, PYTHON, discover
     from patchaudit.inputs.patches import read_patch
-    from patchaudit.runner import RunError, analyse_file, load_tokenizer, resolve_rules
+    from patchaudit.pipeline.runner import RunError, analyse_file, load_tokenizer, resolve_rules
 
     _validate_options(settings)
     try:
@@ -1129,7 +1129,7 @@ def run_bump(paths: list[str], engine: str, old_spec: str, new_spec: str, settin
                 if src.kind != PATCH:
                     continue
                 try:   # the one guarded reader: a FIFO named x.patch is never opened
-                    from patchaudit.inputs.reader import read_bytes
+                    from patchaudit.files.reader import read_bytes
 
                     data = read_bytes(src.path, settings.max_file_size)
                 except OSError:

@@ -1,6 +1,6 @@
 """The dataflow rules' second pre-filter: what a module *could* feed them, read with `ast`.
 
-PA102 and PA103 follow values through a whole module (patchaudit/dataflow.py),
+PA102 and PA103 follow values through a whole module (patchaudit/analysis/dataflow.py),
 which needs libcst's tree: about ten times the cost of the stdlib `ast` parse,
 before the interpreter even starts.  Their byte pre-filter (`requires`) can only
 ask for words ("input_ids" and "processor"), which half the files of an engine
@@ -25,7 +25,7 @@ import ast
 import re
 from typing import Any, Iterable
 
-from patchaudit.units import pyast
+from patchaudit.inputs import pyast
 
 #: facts of the last few texts (Triage and the runner ask about the same text in turn)
 _CACHE: dict[str, "Facts | None"] = {}
@@ -133,7 +133,7 @@ def _call(node: ast.Call) -> Call:
 
 
 def _dotted(node: ast.expr) -> str | None:
-    """patchaudit.dataflow.dotted on an ast node."""
+    """patchaudit.analysis.dataflow.dotted on an ast node."""
     if isinstance(node, ast.Name):
         return node.id
     if isinstance(node, ast.Attribute):

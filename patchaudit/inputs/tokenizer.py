@@ -11,7 +11,7 @@ The Rust-backed `tokenizers` library is an optional extra
 when a tokenizer is asked for.  Every problem (library missing, path missing,
 bad JSON, not a tokenizer) raises `TokenizerError` naming the file.
 
-Files are read through `patchaudit.inputs.reader`: only regular files (a
+Files are read through `patchaudit.files.reader`: only regular files (a
 tokenizer path of `/dev/zero` or `/dev/stdin` is refused, never read), at most
 `MAX_TOKENIZER_FILE` bytes; JSON nested too deeply for the parser, or holding a
 number too long for Python's int conversion, is an error naming the file.
@@ -33,6 +33,15 @@ _SPECIAL_KEYS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token"
 _LIST_KEYS = ("additional_special_tokens", "extra_special_tokens")
 #: the largest tokenizer.json (or configuration file) read; real ones are up to ~35 MB
 MAX_TOKENIZER_FILE = 256 * 1024 * 1024
+
+
+def _reraise_if_not_library(exc: BaseException) -> None:
+    """Let through what is not the library failing on its input.  Besides a bare
+    Exception, `tokenizers` (Rust, through pyo3) turns a panic on a hostile
+    tokenizer.json (a "Precompiled" normalizer without its charsmap, say) into
+    pyo3's PanicException, which derives from BaseException."""
+    if not isinstance(exc, Exception) and type(exc).__name__ != "PanicException":
+        raise exc
 
 
 class TokenizerError(Exception):
@@ -80,7 +89,8 @@ class Tokenizer:
         tokenizers = _import_tokenizers()
         try:
             tok = tokenizers.Tokenizer.from_str(self._json_text)
-        except Exception as exc:  # the library raises a bare Exception for every parse problem
+        except BaseException as exc:  # the library raises a bare Exception for every parse problem
+            _reraise_if_not_library(exc)
             raise TokenizerError(f"{self.path}: not a tokenizer.json the `tokenizers` library can read: "
                                  f"{exc}") from None
         self._tok = tok
@@ -137,7 +147,8 @@ class Tokenizer:
         """Ids of `text`, special tokens recognised, nothing added around it."""
         try:
             return list(self._tok.encode(text, add_special_tokens=False).ids)
-        except Exception as exc:
+        except BaseException as exc:
+            _reraise_if_not_library(exc)
             raise TokenizerError(f"{self.path}: encode failed: {exc}") from None
 
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
@@ -145,21 +156,24 @@ class Tokenizer:
         fast = getattr(self._tok, "encode_batch_fast", None) or self._tok.encode_batch
         try:
             return [e.ids for e in fast(list(texts), add_special_tokens=False)]
-        except Exception as exc:
+        except BaseException as exc:
+            _reraise_if_not_library(exc)
             raise TokenizerError(f"{self.path}: encode failed: {exc}") from None
 
     def decode(self, ids: Sequence[int]) -> str:
         """Text of `ids` with special tokens kept (what an engine re-tokenizes)."""
         try:
             text = self._tok.decode(list(ids), skip_special_tokens=False)
-        except Exception as exc:
+        except BaseException as exc:
+            _reraise_if_not_library(exc)
             raise TokenizerError(f"{self.path}: decode failed: {exc}") from None
         return _cleanup(text) if self.clean_up_spaces else text
 
     def decode_batch(self, seqs: Sequence[Sequence[int]]) -> list[str]:
         try:
             texts = self._tok.decode_batch([list(s) for s in seqs], skip_special_tokens=False)
-        except Exception as exc:
+        except BaseException as exc:
+            _reraise_if_not_library(exc)
             raise TokenizerError(f"{self.path}: decode failed: {exc}") from None
         return [_cleanup(t) for t in texts] if self.clean_up_spaces else list(texts)
 
@@ -259,7 +273,7 @@ def _configured_added_tokens(config: dict[str, Any]) -> list[tuple[str, bool]]:
 
 
 def _read_text(path: str) -> str:
-    from patchaudit.inputs.reader import ReadError, read_bytes
+    from patchaudit.files.reader import ReadError, read_bytes
 
     try:
         data = read_bytes(path, MAX_TOKENIZER_FILE)

@@ -6,7 +6,7 @@ does.  Selecting rules and pre-filtering files only needs each rule's code,
 kinds, needs, `requires` and `default_enabled`: this module reads them from the
 rule pack's *source* with the stdlib `ast` (class attributes written as
 literals, module constants, `frozenset({...})`, names imported from
-`patchaudit.rule` or from sibling modules of the pack), and imports a rule
+`patchaudit.lint.rule` or from sibling modules of the pack), and imports a rule
 module only when a file actually needs that rule to run.
 
 Anything it cannot read for certain (an attribute computed by code, a base
@@ -16,7 +16,7 @@ that module and read the real class instead: the index is never guessed.
 classes for every rule of the pack.
 
 The index is memoised per process, and on disk (in the result cache folder) by
-the size and modification time of the rule sources and of `patchaudit/rule.py`.
+the size and modification time of the rule sources and of `patchaudit/lint/rule.py`.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-#: unit kinds (the same strings as patchaudit.rule.PYTHON/TEXT/PATCH)
+#: unit kinds (the same strings as patchaudit.lint.rule.PYTHON/TEXT/PATCH)
 PYTHON, TEXT, PATCH = "python", "text", "patch"
 
 #: the class attributes the index reads
@@ -85,7 +85,7 @@ class RuleMeta:
 
     @classmethod
     def from_class(cls, rule: Any) -> "RuleMeta":
-        from patchaudit.rule import Rule
+        from patchaudit.lint.rule import Rule
 
         return cls(code=rule.code, name=rule.name, module=rule.__module__, cls=rule.__name__,
                    kinds=frozenset(rule.kinds), needs=frozenset(rule.needs),
@@ -256,7 +256,7 @@ def _bound_names(stmt: ast.stmt) -> set[str]:
 
 
 class _SourceIndex:
-    """The AST readers of the rule pack's modules and of patchaudit.rule."""
+    """The AST readers of the rule pack's modules and of patchaudit.lint.rule."""
 
     def __init__(self, pack_dir: str, rule_py: str):
         self.pack_dir = pack_dir
@@ -270,8 +270,8 @@ class _SourceIndex:
             path = self._path(modname)
             if path is None:
                 return None
-            try:   # the one guarded reader (patchaudit/inputs/reader.py)
-                from patchaudit.inputs.reader import read_bytes
+            try:   # the one guarded reader (patchaudit/files/reader.py)
+                from patchaudit.files.reader import read_bytes
 
                 tree = ast.parse(read_bytes(path), filename=path)
             except (OSError, SyntaxError, ValueError, RecursionError):
@@ -282,7 +282,7 @@ class _SourceIndex:
         return self.readers[modname]
 
     def _path(self, modname: str) -> str | None:
-        if modname == "patchaudit.rule":
+        if modname == "patchaudit.lint.rule":
             return self.rule_py
         if modname.startswith(PACK + "."):
             rest = modname[len(PACK) + 1:]
@@ -291,7 +291,7 @@ class _SourceIndex:
             p = os.path.join(self.pack_dir, rest + ".py")
             return p if os.path.isfile(p) else None
         if modname.startswith("patchaudit."):   # a base class could come from the package
-            base = os.path.join(os.path.dirname(self.rule_py), *modname.split(".")[1:])
+            base = os.path.join(os.path.dirname(os.path.dirname(self.rule_py)), *modname.split(".")[1:])
             for p in (base + ".py", os.path.join(base, "__init__.py")):
                 if os.path.isfile(p):
                     return p
@@ -303,12 +303,12 @@ class _SourceIndex:
             target = f"{base}.{module}" if module else base
         else:
             target = module or ""
-        if target == "patchaudit.findings" and name == "Severity":
+        if target == "patchaudit.model.findings" and name == "Severity":
             return _SEVERITY
         r = self.reader(target)
         if r is None:
             raise _Unknown(f"{target}.{name}")
-        if name not in r.env and target != "patchaudit.rule":
+        if name not in r.env and target != "patchaudit.lint.rule":
             _rule_classes(r)   # a rule base class defined there
         value = r.lookup(name, _MISSING)
         if value is _MISSING:
@@ -451,7 +451,7 @@ def _rule_classes(reader: _ModuleReader) -> dict[str, _ClassInfo] | None:
 def _may_be_rule(reader: _ModuleReader, name: str) -> bool:
     """Whether an unknown base name could be a rule class: anything imported from
     patchaudit or the pack could; standard-library and third-party names cannot
-    (a rule class always derives from patchaudit.rule.Rule)."""
+    (a rule class always derives from patchaudit.lint.rule.Rule)."""
     for stmt in reader.tree.body:
         if isinstance(stmt, ast.ImportFrom) and any((a.asname or a.name) == name for a in stmt.names):
             return bool(stmt.level) or (stmt.module or "").split(".")[0] == "patchaudit"
@@ -487,12 +487,12 @@ def read_module(index: _SourceIndex, modname: str, base_defaults: dict[str, Any]
     return out
 
 
-_RULE_CLASS = object()   # marker: the name `Rule` imported from patchaudit.rule
+_RULE_CLASS = object()   # marker: the name `Rule` imported from patchaudit.lint.rule
 _NOT_RULE = object()     # marker: a class that does not derive from Rule
 
 
 def _rule_defaults(index: _SourceIndex) -> dict[str, Any] | None:
-    reader = index.reader("patchaudit.rule")
+    reader = index.reader("patchaudit.lint.rule")
     if reader is None:
         return None
     for stmt in reader.tree.body:
@@ -514,7 +514,7 @@ def _pack_location() -> tuple[str, str]:
     import patchaudit.rules as pack
 
     pack_dir = list(pack.__path__)[0]
-    rule_py = os.path.join(os.path.dirname(patchaudit.__file__), "rule.py")
+    rule_py = os.path.join(os.path.dirname(patchaudit.__file__), "lint", "rule.py")
     return pack_dir, rule_py
 
 
@@ -557,7 +557,7 @@ def build_index(*, static: bool = True) -> dict[str, RuleMeta]:
 
 
 def _imported_metas(modname: str) -> list[RuleMeta]:
-    from patchaudit.rule import _is_rule_class
+    from patchaudit.lint.rule import _is_rule_class
 
     module = importlib.import_module(modname)
     return [RuleMeta.from_class(obj) for obj in vars(module).values() if _is_rule_class(obj, modname)]
@@ -589,7 +589,7 @@ def rule_index(cache_root: str | None = None) -> dict[str, RuleMeta]:
     in the run's `.patchaudit_cache/`: a scan of a tree never checked before does
     not read the rule sources again.  A copy missing from `cache_root` is written
     there even when the index comes from memory.  Copies are read and written
-    through `patchaudit.cache.read_file`/`atomic_write`: never through a symlink
+    through `patchaudit.pipeline.cache.read_file`/`atomic_write`: never through a symlink
     below the cache's trusted folders, and only sealed copies are unpickled."""
     global _INDEX
     if _INDEX is not None and (cache_root is None or os.path.lexists(os.path.join(cache_root, "rule-index.pickle"))):
@@ -597,7 +597,7 @@ def rule_index(cache_root: str | None = None) -> dict[str, RuleMeta]:
     if cache_root is None:
         _INDEX = build_index()
         return _INDEX
-    from patchaudit.cache import atomic_write, read_file, seal, unseal
+    from patchaudit.pipeline.cache import atomic_write, read_file, seal, unseal
 
     stamp = (sys.version_info[:2], source_stamp())
     paths = list(dict.fromkeys(os.path.join(d, "rule-index.pickle") for d in (cache_root, user_cache_dir()) if d))

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from patchaudit.findings import FileError, Finding, TraceStep
+from patchaudit.model.findings import FileError, Finding, TraceStep
 
 
 #: a quilt `series` file larger than this is refused (one line per patch: a few KB)
@@ -31,7 +31,7 @@ def _series(folder: Path, cache: dict[Path, list[str] | None], errors: list | No
     through the guarded reader: a FIFO, a device, a dangling link or a huge file named
     `series` is an error naming it (in `errors`), and the folder is no quilt folder."""
     if folder not in cache:
-        from patchaudit.inputs.reader import ReadError, read_bytes
+        from patchaudit.files.reader import ReadError, read_bytes
 
         names = None
         f = folder / "series"
@@ -82,10 +82,10 @@ def order_patch_set(paths: list[str], errors: list | None = None) -> list[tuple[
 
 def _read_regular(path: str, limit: int) -> bytes | None:
     """A patch file's bytes, or None: read through the one guarded reader
-    (patchaudit/inputs/reader.py): only a regular file is opened (a FIFO named
+    (patchaudit/files/reader.py): only a regular file is opened (a FIFO named
     `x.patch` would block the run forever, a device never ends), and no more than
     `limit` (max-file-size) bytes are read, even if the file grows."""
-    from patchaudit.inputs.reader import read_bytes
+    from patchaudit.files.reader import read_bytes
 
     try:
         return read_bytes(path, limit)
@@ -94,17 +94,17 @@ def _read_regular(path: str, limit: int) -> bytes | None:
 
 
 def _suppression_view(patch) -> list[str]:
-    from patchaudit.runner import suppressible_patch_lines
+    from patchaudit.pipeline.runner import suppressible_patch_lines
 
     return suppressible_patch_lines(patch)
 
 
 def run_patch_set_rules(files, rules, settings, result) -> None:
     """Run the selected set rules over the patches among `files`; extend `result`."""
-    from patchaudit.baseline import assign_fingerprints
+    from patchaudit.pipeline.baseline import assign_fingerprints
     from patchaudit.inputs.discover import PATCH
     from patchaudit.inputs.patches import read_patch
-    from patchaudit.runner import (RunError, _context_for, _needs_met, apply_per_file_ignores,
+    from patchaudit.pipeline.runner import (RunError, _context_for, _needs_met, apply_per_file_ignores,
                                    apply_suppressions, parse_suppression)
     from patchaudit.units import PatchUnit
 

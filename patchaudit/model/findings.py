@@ -128,8 +128,8 @@ class FileError:
     line: int | None = None
 
     def __str__(self) -> str:
-        """The line printed on stderr: path and message escaped (patchaudit/reporters/escape.py)."""
-        from patchaudit.reporters.escape import safe
+        """The line printed on stderr: path and message escaped (patchaudit/model/escape.py)."""
+        from patchaudit.model.escape import safe
 
         where = f"{self.path}:{self.line}" if self.line else self.path
         return safe(f"{where}: error: {self.message}")

@@ -208,8 +208,8 @@ def _decorators(node) -> list[str]:
 
 def parse_python(text: str) -> ast.Module | None:
     """`ast.parse(text)`, or None when it does not parse or is over the parse budget
-    (`max-parse-size`, patchaudit/units/pyast.py): a huge engine file is not indexed."""
-    from patchaudit.units.pyast import over_limit
+    (`max-parse-size`, patchaudit/inputs/pyast.py): a huge engine file is not indexed."""
+    from patchaudit.inputs.pyast import over_limit
 
     if over_limit(text) is not None:
         return None

@@ -22,7 +22,7 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Iterator
 
-from patchaudit.findings import Report, Severity
+from patchaudit.model.findings import Report, Severity
 
 if TYPE_CHECKING:  # pragma: no cover
     import libcst as cst
@@ -206,7 +206,7 @@ class Rule(_VisitorBase):  # type: ignore[misc,valid-type]
     # ----- whole-run hook: rules that see every patch of the run ------------
     def check_patch_set(self, units: "list[PatchUnit]") -> None:  # pragma: no cover - overridden
         """Called once per run with the patch units of every patch file checked
-        (see patchaudit/patchset.py).  Report with `report_in`."""
+        (see patchaudit/inputs/patchset.py).  Report with `report_in`."""
 
     def report_in(self, unit: Any, line: int, column: int, message: str, *,
                   related: Iterable[tuple[str, int, str]] = (), severity: Severity | None = None) -> None:
@@ -240,7 +240,7 @@ class Rule(_VisitorBase):  # type: ignore[misc,valid-type]
         names of `settings`) overrides this and reads `settings` when given; its
         class `requires` must stay a sound over-approximation of it under the
         default settings: the scheduler pre-filters with `requires` without
-        importing the rule (patchaudit/rule_index.py, docs/speed.md)."""
+        importing the rule (patchaudit/lint/registry.py, docs/speed.md)."""
         if not cls.requires:
             return True
         return any(all(s in text for s in group) for group in cls.requires)
@@ -285,7 +285,7 @@ def iter_examples(rule: type[Rule]) -> Iterator[tuple[bool, Example]]:
 def select_rules(select: Iterable[str] | None = None, ignore: Iterable[str] = (),
                  extend_select: Iterable[str] = ()) -> list[type[Rule]]:
     """Resolve codes and prefixes (`PA1`, `PA`, `ALL`) the way ruff does."""
-    from patchaudit.rule_index import select_codes  # the same resolution on the libcst-free index
+    from patchaudit.lint.registry import select_codes  # the same resolution on the libcst-free index
 
     rules = all_rules()
     return [rules[c] for c in select_codes(rules, select, ignore, extend_select)]

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from patchaudit.inputs import source_lines
-from patchaudit.units.symbols import ClassInfo, FuncInfo, ModuleIndex, Param
+from patchaudit.engine.symbols import ClassInfo, FuncInfo, ModuleIndex, Param
 
 DEFAULT_PACKAGES = ("sglang", "vllm", "megatron")
 
@@ -1385,7 +1385,7 @@ def collect(path: str, text: str, packages: Iterable[str] = DEFAULT_PACKAGES) ->
     import libcst as cst
 
     from patchaudit.units.nesting import too_deep
-    from patchaudit.units.pyast import over_limit
+    from patchaudit.inputs.pyast import over_limit
 
     if over_limit(text) is not None:   # over max-parse-size: libcst would take gigabytes
         return []
@@ -1396,8 +1396,8 @@ def collect(path: str, text: str, packages: Iterable[str] = DEFAULT_PACKAGES) ->
     except (cst.ParserSyntaxError, RecursionError):
         return []
     col = collector_class()(path, packages)
-    try:   # positions computed only when a site is found (patchaudit/lazy_metadata.py)
-        from patchaudit.lazy_metadata import metadata_wrapper
+    try:   # positions computed only when a site is found (patchaudit/analysis/lazy_metadata.py)
+        from patchaudit.analysis.lazy_metadata import metadata_wrapper
 
         wrapper = metadata_wrapper(module)
     except ImportError:  # pragma: no cover
@@ -1678,7 +1678,7 @@ def _class_decorators(mod: ModuleIndex, cls: ClassInfo) -> list[str]:
     node = _class_node(mod, cls)
     if node is None:
         return []
-    from patchaudit.units.symbols import dotted_name
+    from patchaudit.engine.symbols import dotted_name
 
     return [dotted_name(d) or "?" for d in node.decorator_list]
 
@@ -2026,10 +2026,10 @@ def _selected(code: str, settings: Any) -> bool:
 
 
 def _rule_meta(code: str, default_name: str, default_severity: str):
-    from patchaudit.findings import Severity
+    from patchaudit.model.findings import Severity
 
     try:
-        from patchaudit.rule import all_rules
+        from patchaudit.lint.rule import all_rules
 
         r = all_rules().get(code)
     except Exception:  # pragma: no cover - a broken rule module elsewhere
@@ -2041,7 +2041,7 @@ def _rule_meta(code: str, default_name: str, default_severity: str):
 
 def issue_finding(issue: Issue, ctx, lines: list[str] | None = None):
     """A Finding for an issue, located at the patch site, its target the engine definition."""
-    from patchaudit.findings import Finding, Severity, Target
+    from patchaudit.model.findings import Finding, Severity, Target
 
     names = {"PA203": ("patched-code-changed-upstream", "warning"),
              "PA206": ("monkeypatch-target-missing", "error"),
@@ -2069,7 +2069,7 @@ def audit_bump(py_files: list[str], old_ctx, new_ctx, settings) -> list:
     tag matches NEW (it is the module that will run on NEW); untagged modules
     always are.  Version gates are evaluated against NEW (PA206/PA207) and
     against both (PA203: a patch gated off on both versions is skipped)."""
-    from patchaudit.runner import apply_per_file_ignores, apply_suppressions
+    from patchaudit.pipeline.runner import apply_per_file_ignores, apply_suppressions
 
     packages = engine_packages(settings)
     fork = ForkIndex(py_files)
@@ -2077,7 +2077,7 @@ def audit_bump(py_files: list[str], old_ctx, new_ctx, settings) -> list:
     out = []
     for path in py_files:
         try:   # the one guarded reader: regular files only, bounded (analyse_file reports the rest)
-            from patchaudit.inputs.reader import read_text
+            from patchaudit.files.reader import read_text
 
             text = read_text(path, settings.max_file_size)
         except OSError:   # ReadError too
@@ -2135,7 +2135,7 @@ class ForkIndex:
         self._modules: dict[str, ModuleIndex | None] = {}
 
     def function(self, dotted: str) -> FuncInfo | None:
-        from patchaudit.units.symbols import index_module
+        from patchaudit.engine.symbols import index_module
 
         parts = dotted.lstrip(".").split(".")
         for cut in range(len(parts) - 1, 0, -1):
@@ -2144,7 +2144,7 @@ class ForkIndex:
                 continue
             if path not in self._modules:
                 try:   # the one guarded reader: regular files only, bounded
-                    from patchaudit.inputs.reader import read_text
+                    from patchaudit.files.reader import read_text
 
                     self._modules[path] = index_module(path, read_text(path, self.max_file_size))
                 except OSError:   # ReadError too

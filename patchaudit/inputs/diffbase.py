@@ -28,7 +28,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from patchaudit.findings import Finding
+from patchaudit.model.findings import Finding
 
 _HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
 

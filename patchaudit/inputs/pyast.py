@@ -1,7 +1,7 @@
 """The stdlib `ast` of a Python text, parsed once for everything that reads it before libcst.
 
 Two cheap readers look at a unit's text before libcst parses it: the dataflow
-rules' second pre-filter (rules/_gate.py) and statement pruning for local rules
+rules' second pre-filter (patchaudit/analysis/gate.py) and statement pruning for local rules
 (patchaudit/units/prune.py).  Both want the same `ast.parse` of the same text,
 in the same process, one right after the other; `parse` keeps the last few.
 Warnings of the parse (an invalid escape in a string is a SyntaxWarning since

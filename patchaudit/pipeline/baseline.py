@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import Iterable
 
 from patchaudit.inputs import source_lines
-from patchaudit.findings import Finding
-from patchaudit.reporters.escape import data, json_text
+from patchaudit.model.findings import Finding
+from patchaudit.model.escape import data, json_text
 from patchaudit.reporters.output import write_atomic
 
 VERSION = 1
@@ -114,7 +114,7 @@ def ensure_fingerprints(findings: list[Finding]) -> None:
     for f in findings:
         if f.fingerprint is None:
             todo.setdefault(f.path, []).append(f)
-    from patchaudit.inputs.reader import read_bytes
+    from patchaudit.files.reader import read_bytes
 
     for path, fs in todo.items():
         try:   # the one guarded reader: a regular file, bounded
@@ -161,7 +161,7 @@ def write_baseline(path: str, findings: list[Finding]) -> int:
         if f.fingerprint is None:
             raise BaselineError(f"{f.path}:{f.line}: finding without a fingerprint (internal error)")
         # a byte of a file name that is not UTF-8 is stored as the `\\xff` text every report uses
-        # (patchaudit/reporters/escape.py); filter_new compares in the same form
+        # (patchaudit/model/escape.py); filter_new compares in the same form
         entries.append({"path": data(_rel(f.path, base)), "code": f.code, "line": f.line,
                         "message": data(f.message), "fingerprint": f.fingerprint})
     entries.sort(key=lambda e: (e["path"], e["line"], e["code"], e["fingerprint"]))
@@ -179,7 +179,7 @@ def write_baseline(path: str, findings: list[Finding]) -> int:
 
 
 def read_baseline(path: str) -> list[Entry]:
-    from patchaudit.inputs.reader import ReadError, read_bytes
+    from patchaudit.files.reader import ReadError, read_bytes
 
     try:   # a regular file (never /dev/zero or a FIFO), bounded
         raw = read_bytes(path, MAX_BASELINE_FILE)

@@ -5,8 +5,8 @@ results in file order (the output never depends on the number of jobs).  For
 each file, in the main process:
 
 1. read it once (the bytes are passed on; nothing reads a file twice) and
-   look its content digest up in the result cache (`patchaudit.cache`);
-2. pre-filter it with the rule index (`patchaudit.rule_index`), which knows
+   look its content digest up in the result cache (`patchaudit.pipeline.cache`);
+2. pre-filter it with the rule index (`patchaudit.lint.registry`), which knows
    every selected rule's kinds, needs and required strings without importing
    a rule module: a `.py` or text file that no selected rule can fire on is
    *light*: `analyse_file` runs on it in the main process with no rules (it
@@ -106,7 +106,7 @@ def effective_jobs(jobs: int | None, settings, forced: bool = False) -> int:
 
 def worker_memory(settings) -> int:
     """The address space a worker may add to its start-up size (see WORKER_MEMORY)."""
-    from patchaudit.units.pyast import parse_limit
+    from patchaudit.inputs.pyast import parse_limit
 
     return max(WORKER_MEMORY, WORKER_MEMORY_PER_PARSE_BYTE * parse_limit(settings))
 
@@ -118,8 +118,8 @@ _W: dict[str, Any] = {}
 
 
 def _worker_init(settings, codes: list[str]) -> None:
-    from patchaudit.rule_index import rule_index
-    from patchaudit.runner import load_tokenizer, open_engines
+    from patchaudit.lint.registry import rule_index
+    from patchaudit.pipeline.runner import load_tokenizer, open_engines
 
     index = rule_index()
     _W["settings"] = settings
@@ -129,7 +129,7 @@ def _worker_init(settings, codes: list[str]) -> None:
 
 
 def _worker_run(i: int, src, data: bytes | None):
-    from patchaudit.runner import analyse_file
+    from patchaudit.pipeline.runner import analyse_file
 
     return i, analyse_file(src, _W["settings"], _W["rules"], _W["engines"], _W["tokenizer"], data=data)
 
@@ -205,7 +205,7 @@ def _worker_main(task_r, result_w, settings, codes: list[str], parent_pid: int, 
     if os.getppid() != parent_pid:   # the parent died before the line above
         os._exit(1)
     _watch_parent(parent_pid)
-    from patchaudit.units.pyast import set_parse_limit
+    from patchaudit.inputs.pyast import set_parse_limit
 
     set_parse_limit(settings)
     _limit_memory(settings)
@@ -271,7 +271,7 @@ class Triage:
 
     def __init__(self, metas: list, settings, engines: Any, tokenizer: Any, defer: bool = False):
         from patchaudit.config import Settings
-        from patchaudit.runner import _needs_met
+        from patchaudit.pipeline.runner import _needs_met
 
         self.settings = settings
         # exact mode may hand engines to any unit: count "engine" rules as able to run
@@ -613,7 +613,7 @@ def _read(path: str, settings) -> bytes | None:
 
     Through the one guarded reader (a FIFO would block forever, a device never ends:
     never opened; bounded by max-file-size even if the file grows)."""
-    from patchaudit.inputs.reader import read_bytes
+    from patchaudit.files.reader import read_bytes
 
     try:
         return read_bytes(path, settings.max_file_size)
@@ -626,10 +626,10 @@ def scan(files: list, settings, metas: list, engines: Any, tokenizer: Any, cache
     """(FileResult, from the cache?) for each file, in the order of `files`.
 
     `on_done()`, if given, is called in this process once per finished file."""
-    from patchaudit.runner import analyse_file
+    from patchaudit.pipeline.runner import analyse_file
 
     jobs = effective_jobs(jobs, settings, forced=jobs is not None)
-    from patchaudit.units.pyast import set_parse_limit
+    from patchaudit.inputs.pyast import set_parse_limit
 
     set_parse_limit(settings)   # the pre-filter's ast gate refuses what libcst would
     triage = Triage(metas, settings, engines, tokenizer, defer=jobs > 1)
@@ -671,8 +671,8 @@ def scan(files: list, settings, metas: list, engines: Any, tokenizer: Any, cache
         finish(i, analyse_file(src, settings, rule_classes_for(src.kind, data), engines, tokenizer, data=data))
 
     def failed(i: int, src, message: str) -> None:
-        from patchaudit.findings import FileError
-        from patchaudit.runner import FileResult
+        from patchaudit.model.findings import FileError
+        from patchaudit.pipeline.runner import FileResult
 
         LAST_SCAN["lost"] += 1
         finish(i, FileResult(src.path, errors=[FileError(src.path, message)]))
@@ -789,7 +789,7 @@ def _eager_pool(files: list, jobs: int, cache, triage: Triage, metas: list) -> b
 
 
 def _digest(data: bytes) -> bytes:
-    from patchaudit.cache import digest
+    from patchaudit.pipeline.cache import digest
 
     return digest(data)
 
@@ -801,7 +801,7 @@ def _light(src, settings, engines, tokenizer, data: bytes):
     (PA001, the one rule that reads suppression comments, makes a file with one heavy),
     so a file that decodes needs nothing more: an empty result, without splitting
     lines or fingerprinting nothing."""
-    from patchaudit.runner import FileResult, analyse_file
+    from patchaudit.pipeline.runner import FileResult, analyse_file
 
     if src.kind != "patch":
         try:

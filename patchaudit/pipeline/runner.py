@@ -16,17 +16,17 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable
 
 from patchaudit.config import Settings
-from patchaudit.findings import FileError, Finding, Report, Severity
+from patchaudit.model.findings import FileError, Finding, Report, Severity
 from patchaudit.inputs import source_lines
 from patchaudit.inputs.discover import PATCH, PYTHON, SourceFile, classify
-# patchaudit.rule imports libcst (its Rule is a libcst visitor): the functions that
+# patchaudit.lint.rule imports libcst (its Rule is a libcst visitor): the functions that
 # run rules import it; a run that parses nothing never does (see parallel.py)
-from patchaudit.rule_index import PATCH as K_PATCH
-from patchaudit.rule_index import PYTHON as K_PYTHON
-from patchaudit.rule_index import TEXT as K_TEXT
+from patchaudit.lint.registry import PATCH as K_PATCH
+from patchaudit.lint.registry import PYTHON as K_PYTHON
+from patchaudit.lint.registry import TEXT as K_TEXT
 
 if TYPE_CHECKING:  # pragma: no cover
-    from patchaudit.rule import Rule, RuleContext
+    from patchaudit.lint.rule import Rule, RuleContext
 
 SUPPRESS_RE = re.compile(r"#\s*patchaudit:\s*ignore(?:\[(?P<codes>[A-Za-z0-9_,\s]*)\])?", re.I)
 
@@ -68,7 +68,7 @@ class RunError(Exception):
 
 def resolve_rules(settings: Settings) -> list[type[Rule]]:
     try:
-        from patchaudit.rule import select_rules
+        from patchaudit.lint.rule import select_rules
 
         return select_rules(settings.select, settings.ignore, settings.extend_select)
     except KeyError as exc:
@@ -84,7 +84,7 @@ def text_flavor(kind: str) -> str:
 
 
 def _context_for(rule: type[Rule], settings: Settings, engine: Any = None, tokenizer: Any = None) -> RuleContext:
-    from patchaudit.rule import RuleContext
+    from patchaudit.lint.rule import RuleContext
 
     return RuleContext(settings.options_for(rule.code), engine=engine, tokenizer=tokenizer, settings=settings)
 
@@ -93,7 +93,7 @@ def _needs_met(rule: type[Rule], *, engine: Any, tokenizer: Any) -> bool:
     if "engine" in rule.needs and engine is None:
         return False
     if "engine-pair" in rule.needs and getattr(engine, "pair", None) is None:
-        return False  # only the bump command provides two engine versions (patchaudit/bump.py)
+        return False  # only the bump command provides two engine versions (patchaudit/pipeline/bump.py)
     if "tokenizer" in rule.needs and tokenizer is None:
         return False
     return True
@@ -107,12 +107,12 @@ def run_python_rules(unit, rules: list[type[Rule]], settings: Settings, result: 
     if not active:
         return []
     # libcst costs ~600 bytes of memory a byte and ~0.7 MB/s: a text over the parse budget
-    # is reported and never parsed (patchaudit/units/pyast.py; can_match did not parse it)
+    # is reported and never parsed (patchaudit/inputs/pyast.py; can_match did not parse it)
     if _too_large(unit, settings, result):
         return []
     import libcst as cst
 
-    from patchaudit.lazy_metadata import metadata_wrapper, visit_rules
+    from patchaudit.analysis.lazy_metadata import metadata_wrapper, visit_rules
 
     # libcst's native parser overflows the C stack (SIGSEGV) on deep nesting: refuse first
     from patchaudit.units.nesting import too_deep
@@ -172,7 +172,7 @@ def run_python_rules(unit, rules: list[type[Rule]], settings: Settings, result: 
 def _too_large(unit, settings: Settings, result: FileResult) -> bool:
     """Whether the unit's text is over `max-parse-size`; if so the error is on `result`,
     naming the file, or the engine file as patched, or the hunk."""
-    from patchaudit.units import pyast
+    from patchaudit.inputs import pyast
 
     if getattr(unit, "unanalysed", None):
         result.errors.append(FileError(unit.path, unit.unanalysed, _unit_line(unit)))
@@ -218,7 +218,7 @@ def _instance(r: type[Rule], unit, settings: Settings, engine, tokenizer, result
     """The rule's instance for `unit`, or None when its options are invalid: that is an
     error of the configuration (named once per run: errors are de-duplicated), and the
     other rules still run."""
-    from patchaudit.rule import RuleOptionError
+    from patchaudit.lint.rule import RuleOptionError
 
     try:
         return r(unit, _context_for(r, settings, engine, tokenizer))
@@ -290,7 +290,7 @@ def run_unit_rules(unit, kind: str, rules: list[type[Rule]], settings: Settings,
 
 
 def read_error(exc, what: str = "max-file-size") -> FileError:
-    """The FileError of a file the reader refused (patchaudit/inputs/reader.py)."""
+    """The FileError of a file the reader refused (patchaudit/files/reader.py)."""
     from patchaudit.inputs.discover import read_error_message
 
     message = read_error_message(exc)
@@ -303,8 +303,8 @@ def read_bytes(path: str, settings: Settings, result: FileResult) -> bytes | Non
     """The file's bytes through the one guarded reader: a regular file (a FIFO would
     block the run forever, a device never ends: never opened), at most
     `max-file-size` bytes even if it grows; else None and an error in `result`."""
-    from patchaudit.inputs.reader import ReadError
-    from patchaudit.inputs.reader import read_bytes as _read
+    from patchaudit.files.reader import ReadError
+    from patchaudit.files.reader import read_bytes as _read
 
     try:
         return _read(path, settings.max_file_size)
@@ -316,7 +316,7 @@ def read_bytes(path: str, settings: Settings, result: FileResult) -> bytes | Non
 
 
 def decode_source(path: str, data: bytes, result: FileResult) -> str | None:
-    from patchaudit.inputs.reader import ReadError, decode_utf8
+    from patchaudit.files.reader import ReadError, decode_utf8
 
     try:
         return decode_utf8(path, data)
@@ -335,7 +335,7 @@ def analyse_file(src: SourceFile, settings: Settings, rules: list[type[Rule]] | 
 
     rules = rules if rules is not None else resolve_rules(settings)
     result = FileResult(src.path)
-    from patchaudit.units.pyast import set_parse_limit
+    from patchaudit.inputs.pyast import set_parse_limit
 
     set_parse_limit(settings)   # every parser of this process refuses texts over max-parse-size
     if data is None:
@@ -484,7 +484,7 @@ def _finish_findings(src: SourceFile, result: FileResult, raw_lines: list[str], 
         result.findings += apply_per_file_ignores(unused_suppression_findings(
             src.path, result.unused_suppressions,
             comment_lines if comment_lines is not None else raw_lines, rules, ran), settings)
-    from patchaudit.baseline import assign_fingerprints
+    from patchaudit.pipeline.baseline import assign_fingerprints
 
     assign_fingerprints(result.findings, raw_lines, is_patch=src.kind == PATCH)
 
@@ -610,7 +610,7 @@ def apply_suppressions(findings: list[Finding], lines: list[str]):
 def open_engines(settings: Settings):
     if not settings.engines:
         return None
-    from patchaudit.inputs.engine import EngineError
+    from patchaudit.engine.sources import EngineError
     from patchaudit.units.exact import EngineSet
 
     try:
@@ -633,7 +633,7 @@ def engine_warnings(engines: Any) -> list[str]:
 def load_tokenizer(settings: Settings):
     if not settings.tokenizer:
         return None
-    from patchaudit.tokenizer import TokenizerError, load_tokenizer as _load
+    from patchaudit.inputs.tokenizer import TokenizerError, load_tokenizer as _load
 
     try:
         return _load(settings.tokenizer)
@@ -655,16 +655,16 @@ def _unique_errors(errors: list[FileError]) -> list[FileError]:
 def run_check(paths: list[str], settings: Settings, progress: Any = None) -> RunResult:
     """Check `paths`; `progress(total)`, if given, is called once per finished file.
 
-    The per-file work (`analyse_file`) is scheduled by `patchaudit.parallel`:
+    The per-file work (`analyse_file`) is scheduled by `patchaudit.pipeline.parallel`:
     result cache, pre-filter on the libcst-free rule index, worker processes.
     Results come back in file order whatever the number of jobs, and a run
     that parses nothing never imports libcst or a rule module.
     """
     from patchaudit import __version__
-    from patchaudit.cache import ResultCache, cache_root, ensure_root
+    from patchaudit.pipeline.cache import ResultCache, cache_root, ensure_root
     from patchaudit.inputs.discover import discover
-    from patchaudit.parallel import scan
-    from patchaudit.rule_index import rule_index, select_codes
+    from patchaudit.pipeline.parallel import scan
+    from patchaudit.lint.registry import rule_index, select_codes
 
     root = cache_root(settings) if settings.cache else None
     if root is not None and not ensure_root(root):
@@ -696,7 +696,7 @@ def run_check(paths: list[str], settings: Settings, progress: Any = None) -> Run
     # rules that see the whole set of patches (PA304): once per run, after the per-file
     # pass; with no patch file among `files` they have nothing to see
     if any(m.patch_set for m in metas) and any(f.kind == PATCH for f in files):
-        from patchaudit.patchset import run_patch_set_rules
+        from patchaudit.inputs.patchset import run_patch_set_rules
 
         run_patch_set_rules(files, [m.load() for m in metas], settings, result)
     result.findings.sort(key=Finding.sort_key)

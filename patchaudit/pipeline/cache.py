@@ -37,7 +37,7 @@ The checked tree may be hostile, and the cache is written inside it:
   that leaves it is refused;
 - below its trusted start (that folder, or the folder the user named), every
   component of every path the cache uses is opened relative to its parent
-  without following symlinks (`patchaudit.safefs`): a committed
+  without following symlinks (`patchaudit.files.safefs`): a committed
   `.patchaudit_cache -> /elsewhere` or `.patchaudit_cache/<version> -> /elsewhere`
   is never followed;
 - a refused location is an error naming the file (and the configuration key and
@@ -61,7 +61,7 @@ import zlib
 from pathlib import Path
 from typing import Any, Iterable
 
-from patchaudit.safefs import TMP_PREFIX, Folder, Refused, open_folder
+from patchaudit.files.safefs import TMP_PREFIX, Folder, Refused, open_folder
 
 CACHE_DIR_NAME = ".patchaudit_cache"
 #: keep at most this many stores (run keys) per patchaudit version
@@ -95,7 +95,7 @@ _KEY: list[bytes | None] = []
 
 def _user_base() -> str | None:
     """`$XDG_CACHE_HOME`, else `~/.cache` (the folder `rule_index.user_cache_dir` is in)."""
-    from patchaudit.rule_index import user_cache_dir
+    from patchaudit.lint.registry import user_cache_dir
 
     folder = user_cache_dir()
     return None if folder is None else os.path.dirname(os.path.dirname(folder))
@@ -246,7 +246,7 @@ def _shown(path: str) -> str:
 
 
 def _refuse(settings, path: str, message: str, line: int | None = None) -> None:
-    from patchaudit.findings import FileError
+    from patchaudit.model.findings import FileError
 
     errors = getattr(settings, "cache_errors", None)
     err = FileError(_shown(path), message, line)
@@ -421,7 +421,7 @@ class ResultCache:
     dozen entries), not the results of every file of the tree.
 
     Every folder and file of the store is reached from the root without following
-    symlinks (`location_of`, `patchaudit.safefs`)."""
+    symlinks (`location_of`, `patchaudit.files.safefs`)."""
 
     def __init__(self, root: Path, key: str):
         from patchaudit import __version__

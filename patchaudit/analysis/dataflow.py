@@ -249,7 +249,7 @@ def env_key(env: Env) -> frozenset:
 
 class At:
     """A node's line, computed on first use: positions are costly metadata (see
-    patchaudit/lazy_metadata.py) and most values the interpreter moves carry no taint."""
+    patchaudit/analysis/lazy_metadata.py) and most values the interpreter moves carry no taint."""
 
     __slots__ = ("_flow", "_node", "_line")
 

@@ -1,0 +1,1 @@
+"""The one guarded file reader (size, FIFO/device and symlink guards) and the safe file system helpers."""

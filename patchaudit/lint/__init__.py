@@ -1,0 +1,1 @@
+"""The rule framework: Rule, Example, the registry of the rule pack."""

@@ -1,0 +1,1 @@
+"""The data every layer shares: findings, traces, file errors, and text escaping for output."""

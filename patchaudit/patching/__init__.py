@@ -1,0 +1,1 @@
+"""The GNU-compatible hunk applier."""
