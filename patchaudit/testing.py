@@ -13,7 +13,7 @@ import os
 import textwrap
 from pathlib import Path
 
-from patchaudit.config import EngineSpec, Settings
+from patchaudit.config.settings import EngineSpec, Settings
 from patchaudit.inputs.discover import classify
 from patchaudit.lint.rule import Example, Rule, all_rules, iter_examples
 

@@ -19,7 +19,7 @@ from click.testing import CliRunner
 
 from patchaudit.pipeline.bump import BumpError, run_bump
 from patchaudit.cli import main
-from patchaudit.config import Settings
+from patchaudit.config.settings import Settings
 
 PKG = "python/sglang/srt/multimodal/processors"
 

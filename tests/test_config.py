@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from patchaudit.testing import invoke_in
-from patchaudit.config import ConfigError, find_pyproject, load_pyproject
+from patchaudit.config.settings import ConfigError, find_pyproject, load_pyproject
 
 PA101_PY = "def f(text):\n    return legacy_load_mm_data(prompt=text)\n"
 PA104_SH = "export SGLANG_MM_AVOID_RETOKENIZE=0\n"
@@ -264,7 +264,7 @@ def test_load_pyproject_raises_config_error_not_keyerror(tmp_path):
 def test_documented_configuration_example_is_valid_and_complete(tmp_path):
     import re
 
-    from patchaudit.config import _KEYS
+    from patchaudit.config.settings import _KEYS
 
     doc = (Path(__file__).resolve().parents[1] / "docs" / "workflow.md").read_text()
     ref = doc.split("## Configuration reference", 1)[1]

@@ -16,7 +16,7 @@ import libcst as cst
 import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from patchaudit.config import Settings
+from patchaudit.config.settings import Settings
 from patchaudit.analysis.dataflow import IDS, OBJECT, TEXT, Flow, FlowSpec, analyse, path_matches
 from patchaudit.inputs.discover import SourceFile
 from patchaudit.lint.rule import all_rules
@@ -685,7 +685,7 @@ def test_patch_finding_kept_only_when_a_trace_step_is_added(tmp_path):
 
 def test_exact_mode_trace_steps_outside_the_patch_point_at_the_engine_file(tmp_path):
     from patchaudit.rules.pa102_expanded_ids_as_rollout_tokens import EXACT_ENGINE, EXACT_PATCH
-    from patchaudit.config import EngineSpec
+    from patchaudit.config.settings import EngineSpec
     from patchaudit.testing import write_tree
 
     write_tree(tmp_path / "engine", EXACT_ENGINE)

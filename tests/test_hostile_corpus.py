@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from patchaudit.config import Settings
+from patchaudit.config.settings import Settings
 from patchaudit.inputs.discover import SourceFile, classify
 from patchaudit.inputs.patches import read_patch
 from patchaudit.pipeline.runner import analyse_file

@@ -24,7 +24,7 @@ from click.testing import CliRunner
 from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
-from patchaudit.config import Settings
+from patchaudit.config.settings import Settings
 from patchaudit.inputs.discover import PATCH, PYTHON, SourceFile
 from patchaudit.inputs.patches import read_patch, validate_with_unidiff
 from patchaudit.pipeline.runner import analyse_file, patch_fragment_units

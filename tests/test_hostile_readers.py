@@ -67,7 +67,7 @@ from hypothesis import Phase, example, given, settings
 from hypothesis import strategies as st
 
 from patchaudit.pipeline.baseline import BaselineError, filter_new, read_baseline
-from patchaudit.config import ConfigError, Settings, find_pyproject, load_pyproject
+from patchaudit.config.settings import ConfigError, Settings, find_pyproject, load_pyproject
 from patchaudit.model.findings import FileError, Finding, Severity
 from patchaudit.engine import sources as engine_mod
 from patchaudit.files import reader
@@ -77,7 +77,7 @@ from patchaudit.inputs.patchset import order_patch_set
 # The rule index is memoised in the process: built once here, in memory, it is
 # never written to a (fuzzed) cache folder by the configuration checks.
 try:
-    from patchaudit.lint.registry import rule_index as _rule_index
+    from patchaudit.config.registry import rule_index as _rule_index
 
     _rule_index(None)
 except Exception:  # pragma: no cover - an optimisation of the tests only

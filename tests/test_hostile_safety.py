@@ -129,10 +129,10 @@ def test_a_cache_folder_shipped_by_the_checkout_is_never_unpickled(hostile_tree,
     sealed with this user's key are loaded, so planted ones are a cold cache."""
     import pickle
 
-    import patchaudit.lint.registry
+    import patchaudit.config.registry
 
     repo, marker = hostile_tree
-    monkeypatch.setattr(patchaudit.lint.registry, "_INDEX", None)   # read and write the index on disk
+    monkeypatch.setattr(patchaudit.config.registry, "_INDEX", None)   # read and write the index on disk
     first = run_check(["-j", "1", "--format", "json", "."], repo)
     assert first.exit_code in (1, 2) and "PA101" in first.output
     stores = list((repo / ".patchaudit_cache").rglob("*.pickle"))
@@ -145,7 +145,7 @@ def test_a_cache_folder_shipped_by_the_checkout_is_never_unpickled(hostile_tree,
     pickle.loads(pickle.dumps(_Boom(probe)))   # the payload does run when unpickled
     assert [p.name for p in probe.iterdir()] == ["pickle"]
 
-    monkeypatch.setattr(patchaudit.lint.registry, "_INDEX", None)   # read it from disk again
+    monkeypatch.setattr(patchaudit.config.registry, "_INDEX", None)   # read it from disk again
     again = run_check(["-j", "1", "--format", "json", "."], repo)
     assert list(marker.iterdir()) == []
     assert again.exit_code == first.exit_code and again.output == first.output

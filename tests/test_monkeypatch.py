@@ -14,7 +14,7 @@ import pytest
 
 from patchaudit.analysis import monkeypatch as mp
 from patchaudit.testing import invoke_in
-from patchaudit.config import EngineSpec, Settings
+from patchaudit.config.settings import EngineSpec, Settings
 from patchaudit.engine.sources import open_engine
 from patchaudit.units.exact import EngineContext
 

@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 import patchaudit.units.prune as pruning
-from patchaudit.config import Settings
+from patchaudit.config.settings import Settings
 from patchaudit.inputs.discover import PYTHON, SourceFile
 from patchaudit.lint.rule import all_rules
 from patchaudit.pipeline.runner import analyse_file, run_check

@@ -36,7 +36,7 @@ from pathlib import Path
 import pytest
 
 from patchaudit.pipeline import parallel
-from patchaudit.config import EngineSpec, Settings
+from patchaudit.config.settings import EngineSpec, Settings
 from patchaudit.engine import sources as E
 from patchaudit.inputs.discover import PYTHON, SourceFile
 from patchaudit.engine.sources import EngineError, open_engine
@@ -139,7 +139,7 @@ def test_the_parse_limit_is_clamped_by_a_hard_maximum(tmp_path):
     assert pyast.parse_limit(Settings(max_parse_size=5000)) == 5000
     cfg = tmp_path / "pyproject.toml"
     cfg.write_text("[tool.patchaudit]\nmax-parse-size = 4096\n")
-    from patchaudit.config import ConfigError, load_pyproject
+    from patchaudit.config.settings import ConfigError, load_pyproject
 
     assert load_pyproject(cfg).max_parse_size == 4096
     cfg.write_text("[tool.patchaudit]\nmax-parse-size = 0\n")
@@ -621,7 +621,7 @@ def test_an_earlier_patch_is_named_once_per_file_however_many_hunks_overlap_it(t
 
 
 def test_pa304_stops_comparing_past_its_limit_and_says_so(tmp_path, monkeypatch):
-    from patchaudit.lint.registry import rule_index
+    from patchaudit.config.registry import rule_index
 
     monkeypatch.setattr(rule_index()["PA304"].load(), "MAX_CHANGES_PER_FILE", 3)
     body = "--- a/pkg/m.py\n+++ b/pkg/m.py\n@@ -10,3 +10,3 @@\n a = 1\n-b = {i}\n+b = {j}\n c = 3\n"

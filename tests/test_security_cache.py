@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 import patchaudit.pipeline.cache as pc
-import patchaudit.lint.registry as ri
+import patchaudit.config.registry as ri
 from patchaudit import __version__
 from patchaudit.testing import invoke_in
 
@@ -143,7 +143,7 @@ def test_a_symlink_swapped_in_during_the_run_is_not_followed(world, monkeypatch)
     """The location is checked when the run starts; a `<version>` folder replaced by a
     symlink afterwards (before the results are saved) is still never followed: every
     write and delete is made relative to its folder's descriptor, without following."""
-    from patchaudit.config import Settings
+    from patchaudit.config.settings import Settings
 
     w, checkout = world
     victim = _victim(w / "victim")

@@ -408,7 +408,7 @@ def test_fnmatch_globs_do_not_backtrack(tmp_path):
     """per-file-ignores (runner) and the rules' name patterns (dataflow) use fnmatch,
     whose translation is linear-safe since Python 3.9 (atomic groups / lookahead
     emulation): the same pattern returns at once there."""
-    from patchaudit.config import Settings
+    from patchaudit.config.settings import Settings
     from patchaudit.analysis.dataflow import matches, path_matches
     from patchaudit.model.findings import Finding, Severity
     from patchaudit.pipeline.runner import apply_per_file_ignores
@@ -638,7 +638,7 @@ def test_config_max_file_size_above_the_hard_cap(tmp_path, value):
 
 
 def test_config_limits_in_load_pyproject(tmp_path):
-    from patchaudit.config import HARD_MAX_FILE_SIZE, HARD_MAX_NESTING, Settings, load_pyproject
+    from patchaudit.config.settings import HARD_MAX_FILE_SIZE, HARD_MAX_NESTING, Settings, load_pyproject
 
     cpus = _cpus()
     root = _project(tmp_path, f"max-nesting = 5000\nmax-file-size = {2 ** 63 - 1}\njobs = {cpus + 38}\n", {})

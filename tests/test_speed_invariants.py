@@ -28,9 +28,9 @@ from pathlib import Path
 import pytest
 
 from patchaudit.pipeline import parallel
-from patchaudit.config import Settings
+from patchaudit.config.settings import Settings
 from patchaudit.lint.rule import all_rules, select_rules
-from patchaudit.lint.registry import RuleMeta, build_index, select_codes
+from patchaudit.config.registry import RuleMeta, build_index, select_codes
 from patchaudit.pipeline.runner import run_check
 from patchaudit.testing import all_examples, run_example
 
@@ -93,7 +93,7 @@ def test_every_rule_is_read_without_import():
 
 
 def test_index_reads_a_pack_without_libcst():
-    code = ("import sys; from patchaudit.lint.registry import build_index; idx = build_index(); "
+    code = ("import sys; from patchaudit.config.registry import build_index; idx = build_index(); "
             "assert idx; print('libcst' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
@@ -182,7 +182,7 @@ def test_light_files_import_no_rule(tmp_path):
     (tmp_path / "run.sh").write_text("echo hi\n")
     code = textwrap.dedent(f"""
         import sys
-        from patchaudit.config import Settings
+        from patchaudit.config.settings import Settings
         from patchaudit.pipeline.runner import run_check
         r = run_check([{str(tmp_path)!r}], Settings(cache=False))
         assert r.files == 2 and r.parsed == 0 and not r.findings, r
@@ -371,10 +371,10 @@ def test_cache_keeps_few_stores_and_the_rule_index(tmp_path, monkeypatch):
     import patchaudit.pipeline.cache
 
     (tmp_path / "a.py").write_text(POSITIVE)
-    import patchaudit.lint.registry
+    import patchaudit.config.registry
 
     monkeypatch.setattr(patchaudit.pipeline.cache, "MAX_STORES", 2)
-    monkeypatch.setattr(patchaudit.lint.registry, "_INDEX", None)   # read and store the index again
+    monkeypatch.setattr(patchaudit.config.registry, "_INDEX", None)   # read and store the index again
     monkeypatch.chdir(tmp_path)
     for select in (["PA101"], ["PA104"], ["PA1"], ["ALL"]):
         run_check(["a.py"], Settings(select=select, jobs=1))
@@ -430,7 +430,7 @@ def test_cache_dir_from_config(tmp_path, monkeypatch):
     cfg = root / "pyproject.toml"
     cfg.write_text("[tool.patchaudit]\ncache-dir = 'build/pa-cache'\n")
     monkeypatch.chdir(root)
-    from patchaudit.config import load_pyproject
+    from patchaudit.config.settings import load_pyproject
 
     settings = load_pyproject(cfg)
     run_check(["gen"], settings)
@@ -517,7 +517,7 @@ def test_module_only_visit_is_a_full_visit(monkeypatch):
 def test_rule_index_is_kept_per_user_and_renewed_when_stale(tmp_path, monkeypatch):
     """A tree never checked before reads the rule index from the user's cache folder
     (it depends on the rule sources only); a stale or corrupt copy is rebuilt and rewritten."""
-    import patchaudit.lint.registry as ri
+    import patchaudit.config.registry as ri
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     user = ri.user_cache_dir()
@@ -599,7 +599,7 @@ def test_cache_works_without_a_home(tmp_path):
     env.update(HOME=str(tmp_path / "no-such-home"), TMPDIR=str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
     (tmp_path / "no-such-home").write_text("a file where the home folder should be")
-    code = ("from patchaudit.config import Settings\nfrom patchaudit.pipeline.runner import run_check\n"
+    code = ("from patchaudit.config.settings import Settings\nfrom patchaudit.pipeline.runner import run_check\n"
             "r = run_check(['a.py'], Settings(select=['PA101'], jobs=1))\nprint(r.cached, len(r.findings))")
     runs = [subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True,
                            text=True, check=True).stdout.split() for _ in range(2)]

@@ -8,7 +8,7 @@ import sys
 import click
 
 from patchaudit.commands.check import build_settings, emit, use_color
-from patchaudit.config import ConfigError, Settings
+from patchaudit.config.settings import ConfigError, Settings
 from patchaudit.model.escape import safe, safe_lines, visible
 
 FORMATS = ["text", "markdown", "json", "sarif", "github"]

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from patchaudit.config import ConfigError, EngineSpec, Settings, apply_cache_options, find_pyproject, load_pyproject
+from patchaudit.config.settings import ConfigError, EngineSpec, Settings, apply_cache_options, find_pyproject, load_pyproject
 from patchaudit.reporters import available_formats, render
 from patchaudit.model.escape import safe
 

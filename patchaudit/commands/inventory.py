@@ -29,7 +29,7 @@ from typing import Any
 import click
 
 from patchaudit.commands.check import emit, parse_engine_option
-from patchaudit.config import ConfigError, Settings, find_pyproject, load_pyproject
+from patchaudit.config.settings import ConfigError, Settings, find_pyproject, load_pyproject
 from patchaudit.model.escape import json_text, md_code, md_text, safe, safe_lines, visible
 
 _HEADER_DEF = re.compile(r"^\s*(?:async\s+)?(?:def|class)\s+([A-Za-z_]\w*)")

@@ -427,7 +427,7 @@ def _resolve_tokenizer(tokenizer: str | None, config: str | None, files: Sequenc
         return tokenizer
     from pathlib import Path
 
-    from patchaudit.config import find_pyproject, load_pyproject
+    from patchaudit.config.settings import find_pyproject, load_pyproject
 
     cfg = Path(config) if config else find_pyproject(list(files))
     if cfg:
@@ -532,7 +532,7 @@ def run_audit(files: Sequence[str], tok, *, field: str, id_field: str | None, fm
 def tokens(files, tokenizer, field, id_field, fmt, output, top, all_samples, summary_only, progress,
            config) -> None:
     """Audit recorded rollout token ids (JSONL) for drift under decode and re-encode."""
-    from patchaudit.config import ConfigError
+    from patchaudit.config.settings import ConfigError
     from patchaudit.inputs.tokenizer import TokenizerError, load_tokenizer
 
     try:

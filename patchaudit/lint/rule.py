@@ -240,7 +240,7 @@ class Rule(_VisitorBase):  # type: ignore[misc,valid-type]
         names of `settings`) overrides this and reads `settings` when given; its
         class `requires` must stay a sound over-approximation of it under the
         default settings: the scheduler pre-filters with `requires` without
-        importing the rule (patchaudit/lint/registry.py, docs/speed.md)."""
+        importing the rule (patchaudit/config/registry.py, docs/speed.md)."""
         if not cls.requires:
             return True
         return any(all(s in text for s in group) for group in cls.requires)
@@ -285,7 +285,7 @@ def iter_examples(rule: type[Rule]) -> Iterator[tuple[bool, Example]]:
 def select_rules(select: Iterable[str] | None = None, ignore: Iterable[str] = (),
                  extend_select: Iterable[str] = ()) -> list[type[Rule]]:
     """Resolve codes and prefixes (`PA1`, `PA`, `ALL`) the way ruff does."""
-    from patchaudit.lint.registry import select_codes  # the same resolution on the libcst-free index
+    from patchaudit.config.registry import select_codes  # the same resolution on the libcst-free index
 
     rules = all_rules()
     return [rules[c] for c in select_codes(rules, select, ignore, extend_select)]

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from patchaudit.inputs import source_lines
-from patchaudit.config import Settings
+from patchaudit.config.settings import Settings
 from patchaudit.model.findings import FileError, Finding, Severity, Target
 from patchaudit.engine.sources import EngineError, EngineSource, map_path, open_engine
 from patchaudit.units.exact import EngineContext, EngineSet, ExactResult, HunkRecord, exact_units

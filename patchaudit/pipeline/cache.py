@@ -95,7 +95,7 @@ _KEY: list[bytes | None] = []
 
 def _user_base() -> str | None:
     """`$XDG_CACHE_HOME`, else `~/.cache` (the folder `rule_index.user_cache_dir` is in)."""
-    from patchaudit.lint.registry import user_cache_dir
+    from patchaudit.config.registry import user_cache_dir
 
     folder = user_cache_dir()
     return None if folder is None else os.path.dirname(os.path.dirname(folder))

@@ -6,7 +6,7 @@ each file, in the main process:
 
 1. read it once (the bytes are passed on; nothing reads a file twice) and
    look its content digest up in the result cache (`patchaudit.pipeline.cache`);
-2. pre-filter it with the rule index (`patchaudit.lint.registry`), which knows
+2. pre-filter it with the rule index (`patchaudit.config.registry`), which knows
    every selected rule's kinds, needs and required strings without importing
    a rule module: a `.py` or text file that no selected rule can fire on is
    *light*: `analyse_file` runs on it in the main process with no rules (it
@@ -118,7 +118,7 @@ _W: dict[str, Any] = {}
 
 
 def _worker_init(settings, codes: list[str]) -> None:
-    from patchaudit.lint.registry import rule_index
+    from patchaudit.config.registry import rule_index
     from patchaudit.pipeline.runner import load_tokenizer, open_engines
 
     index = rule_index()
@@ -270,7 +270,7 @@ class Triage:
     with other settings, only the rule's own filter decides."""
 
     def __init__(self, metas: list, settings, engines: Any, tokenizer: Any, defer: bool = False):
-        from patchaudit.config import Settings
+        from patchaudit.config.settings import Settings
         from patchaudit.pipeline.runner import _needs_met
 
         self.settings = settings

@@ -15,15 +15,15 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable
 
-from patchaudit.config import Settings
+from patchaudit.config.settings import Settings
 from patchaudit.model.findings import FileError, Finding, Report, Severity
 from patchaudit.inputs import source_lines
 from patchaudit.inputs.discover import PATCH, PYTHON, SourceFile, classify
 # patchaudit.lint.rule imports libcst (its Rule is a libcst visitor): the functions that
 # run rules import it; a run that parses nothing never does (see parallel.py)
-from patchaudit.lint.registry import PATCH as K_PATCH
-from patchaudit.lint.registry import PYTHON as K_PYTHON
-from patchaudit.lint.registry import TEXT as K_TEXT
+from patchaudit.config.registry import PATCH as K_PATCH
+from patchaudit.config.registry import PYTHON as K_PYTHON
+from patchaudit.config.registry import TEXT as K_TEXT
 
 if TYPE_CHECKING:  # pragma: no cover
     from patchaudit.lint.rule import Rule, RuleContext
@@ -664,7 +664,7 @@ def run_check(paths: list[str], settings: Settings, progress: Any = None) -> Run
     from patchaudit.pipeline.cache import ResultCache, cache_root, ensure_root
     from patchaudit.inputs.discover import discover
     from patchaudit.pipeline.parallel import scan
-    from patchaudit.lint.registry import rule_index, select_codes
+    from patchaudit.config.registry import rule_index, select_codes
 
     root = cache_root(settings) if settings.cache else None
     if root is not None and not ensure_root(root):

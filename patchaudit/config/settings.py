@@ -251,7 +251,7 @@ def _rule_catalogue(s: Settings):
     libcst) when the libcst-free rule index is there: a pre-commit run that
     parses nothing must not pay for it."""
     try:
-        from patchaudit.lint.registry import rule_index, user_cache_dir
+        from patchaudit.config.registry import rule_index, user_cache_dir
     except ImportError:  # pragma: no cover - the index is an optimisation
         from patchaudit.lint.rule import all_rules
 
