@@ -189,7 +189,7 @@ def grep_lines(stdout: str) -> set[tuple[str, int]]:
 def selectivity(key: str) -> list[str]:
     """What each selected-by-default Python rule's pre-filter lets through on a tree."""
     from patchaudit.config.settings import Settings
-    from patchaudit.pipeline.parallel import Triage
+    from patchaudit.pipeline.triage import Triage
     from patchaudit.config.registry import build_index, select_codes
 
     root, _ = tree(key)

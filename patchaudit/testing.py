@@ -15,7 +15,8 @@ from pathlib import Path
 
 from patchaudit.config.settings import EngineSpec, Settings
 from patchaudit.inputs.discover import classify
-from patchaudit.lint.rule import Example, Rule, all_rules, iter_examples
+from patchaudit.config.registry import all_rules
+from patchaudit.lint.rule import Example, Rule, iter_examples
 
 
 def example_id(rule: type[Rule], invalid: bool, index: int, ex: Example) -> str:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from patchaudit.model.findings import Finding, Severity
 from patchaudit.lint.rule import Example, Rule
+from patchaudit.units.suppression import SUPPRESS_RE
 
 
 class UnusedSuppression(Rule):
@@ -70,17 +71,13 @@ class UnusedSuppression(Rule):
     ]
 
 
-def unused_suppression_findings(path: str, unused, lines: list[str], rules, ran) -> list[Finding]:
+def unused_suppression_findings(path: str, unused, lines: list[str], rules, ran, known) -> list[Finding]:
     """PA001 findings for the unused suppressions of one file.
 
     `unused` is `FileResult.unused_suppressions` ((line, codes or None)),
     `lines` the text the comments were found in, `rules` the selected rule
-    classes, `ran` the subset that could run on this file.
+    classes, `ran` the subset that could run on this file, `known` every rule code of the pack.
     """
-    from patchaudit.lint.rule import all_rules
-    from patchaudit.pipeline.runner import SUPPRESS_RE
-
-    known = list(all_rules())
     ran_codes = [r.code for r in ran if not r.sees_patch_set() and r.code != UnusedSuppression.code]
     out = []
     for line, codes in unused:

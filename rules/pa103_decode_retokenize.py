@@ -10,8 +10,9 @@ from libcst.metadata import PositionProvider
 
 from patchaudit.analysis.dataflow import (
     EMPTY, IDS, MISSING, OBJECT, TEXT, CallSite, FlowSpec, ReturnSite, StoreSite, Value, analyse, join, matches,
-    receiver_name, string_literal,
+    receiver_name,
 )
+from patchaudit.inputs.cst import string_literal
 from patchaudit.model.findings import Severity
 from patchaudit.lint.rule import PYTHON, Example, Rule
 

@@ -5,7 +5,7 @@ import re
 import libcst as cst
 from libcst.metadata import PositionProvider
 
-from patchaudit.analysis.dataflow import string_literal as string_value
+from patchaudit.inputs.cst import string_literal as string_value
 from patchaudit.model.findings import Severity
 from patchaudit.lint.rule import PYTHON, TEXT, Example, Rule
 

@@ -8,7 +8,7 @@ from typing import Any, Iterator
 import libcst as cst
 from libcst.metadata import PositionProvider
 
-from patchaudit.analysis.dataflow import string_literal as string_value
+from patchaudit.inputs.cst import string_literal as string_value
 from patchaudit.model.findings import Severity
 from patchaudit.lint.rule import PYTHON, TEXT, Example, Rule, RuleOptionError
 

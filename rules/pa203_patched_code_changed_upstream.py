@@ -1,7 +1,10 @@
 from __future__ import annotations
 
-from patchaudit.model.findings import Severity
+from typing import Any
+
+from patchaudit.analysis.upstream import HunkChange, MissingFile
 from patchaudit.lint.rule import PATCH, Example, Rule
+from patchaudit.model.findings import Severity
 
 MODULE = """\
 import time
@@ -35,6 +38,9 @@ PATCH_TEXT = """\
          return out
  
 """
+
+#: upstream commits named in a message, at most
+MAX_COMMITS = 3
 
 
 def _tree(content: str = MODULE, path: str = "python/sglang/srt/proc.py") -> dict[str, str]:
@@ -110,5 +116,52 @@ class PatchedCodeChangedUpstream(Rule):
         pair = getattr(self.context.engine, "pair", None)
         if pair is None:
             return
-        for line, message, severity in pair.upstream_changes():
-            self.report_at(line, 0, line, 0, message, severity=severity)
+        audit = pair.audit   # patchaudit.pipeline.bump_audit.BumpAudit
+        for change in pair.upstream_changes():
+            if isinstance(change, MissingFile):
+                reloc, new = change.relocation, audit.new_name
+                msg = reloc.describe(new) if reloc else f"{change.old_path} does not exist in {new}"
+                message = msg + "; port its hunks there"
+            else:
+                message = self.hunk_message(audit, change)
+            self.report_at(change.line, 0, change.line, 0, message, severity=Severity.WARNING)
+
+    @staticmethod
+    def hunk_message(audit, c: HunkChange) -> str:
+        """The finding's message for a hunk whose engine code changed upstream."""
+        new_path = c.new_path
+        how = {"clean": "it still applies cleanly", "offset": f"it still applies (offset {c.offset:+d})",
+               "fuzz": f"it applies only with fuzz {c.fuzz}", "failed": "it does not apply",
+               "already-applied": "upstream already contains the change",
+               "missing-file": f"{new_path} is where its code went" if new_path else "the file is gone"}.get(
+            c.status, c.status)
+        parts: list[str] = []
+        for sym in c.symbols:
+            if sym.new_qualname is None:
+                f = audit.elsewhere(sym.qualname)
+                there = f" (now `{f.qualname}` at {f.where})" if f is not None else ""
+                parts.append(f"`{sym.qualname}` no longer exists in {new_path or audit.new_name}{there}")
+                continue
+            renamed = f" (now `{sym.new_qualname}` in {new_path})" if sym.renamed else ""
+            parts.append(f"`{sym.qualname}`{renamed} changed upstream (+{sym.added}/-{sym.removed} lines)")
+        if c.lines_changed is not None:
+            parts.append(f"the {c.lines_changed} engine lines this hunk patches changed upstream")
+        commits = ""
+        for s, e in c.ranges:
+            commits = _commits_text(audit.line_commits(new_path, s, e))
+            if commits:
+                break
+        todo = {"failed": "port it to the new code", "fuzz": "check where it lands and refresh it",
+                "already-applied": "drop it if upstream's change does the same",
+                "missing-file": "port it there"}.get(c.status, "review it against the new code")
+        return (f"hunk #{c.number}: {'; '.join(parts)} between {audit.old_name} and {audit.new_name}; "
+                f"{how}: {todo}{commits}")
+
+
+def _commits_text(commits: list[dict[str, Any]]) -> str:
+    """The commits named at the end of a message ("" when there are none)."""
+    if not commits:
+        return ""
+    shown = ", ".join(f"{c['sha'][:10]} \"{c['summary']}\"" for c in commits[:MAX_COMMITS])
+    more = f" and {len(commits) - MAX_COMMITS} more" if len(commits) > MAX_COMMITS else ""
+    return f"; upstream commit{'s' if len(commits) != 1 else ''}: {shown}{more}"

@@ -1,10 +1,21 @@
 from __future__ import annotations
 
+from typing import Any
+
 import libcst as cst
 
-from patchaudit.pipeline.bump import PA204_OPTIONS
-from patchaudit.model.findings import Severity
+from patchaudit.analysis.signatures import (
+    CallTarget,
+    bind_problems,
+    left_out_defaults,
+    param_names,
+    passing_sites,
+    renamed_keywords,
+    shifted_positional,
+)
+from patchaudit.engine.symbols import CallShape
 from patchaudit.lint.rule import PYTHON, Example, Rule
+from patchaudit.model.findings import Severity
 
 from ._seed import BASE_WITH_PARAM as BASE_V2
 from ._seed import BASE_WITHOUT_PARAM as BASE_V1
@@ -100,7 +111,10 @@ class CallSignatureDrift(Rule):
     severity = Severity.ERROR
     kinds = frozenset({PYTHON})
     needs = frozenset({"engine-pair"})
-    options = dict(PA204_OPTIONS)
+    #: [tool.patchaudit.rules.PA204]: the share of upstream's own call sites (in NEW) that must
+    #: pass a parameter this call leaves out, at least that many sites, and whether call sites
+    #: in tests count
+    options = {"upstream-share": 1.0, "min-upstream-calls": 1, "include-tests": False}
 
     VALID = [
         Example(SEED_PATCH, kind="patch", engine_old=_mm_engine(BASE_V1), engine=_mm_engine(BASE_V1),
@@ -136,10 +150,113 @@ class CallSignatureDrift(Rule):
                 line=8, contains="positional argument 2", title="a parameter inserted before a positional one"),
     ]
 
+    @classmethod
+    def check_options(cls, configured: dict[str, Any]) -> None:
+        """Raise ValueError (naming the table and the option) when a configured option is
+        unknown or out of range: `patchaudit bump` checks them before it opens anything."""
+        opts = {**cls.options, **configured}
+        table = f"[tool.patchaudit.rules.{cls.code}]"
+        unknown = set(opts) - set(cls.options)
+        if unknown:
+            raise ValueError(f"{table}: unknown option(s) {sorted(unknown)} "
+                             f"(known: {', '.join(sorted(cls.options))})")
+        share = opts["upstream-share"]
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1:
+            raise ValueError(f"{table} upstream-share: expected a number in (0, 1], got {share!r}")
+        least = opts["min-upstream-calls"]
+        if isinstance(least, bool) or not isinstance(least, int) or least < 1:
+            raise ValueError(f"{table} min-upstream-calls: expected a positive integer, got {least!r}")
+        if not isinstance(opts["include-tests"], bool):
+            raise ValueError(f"{table} include-tests: expected true or false, got {opts['include-tests']!r}")
+
     def visit_Module(self, node: cst.Module) -> None:
         pair = getattr(getattr(self.unit, "engine", None), "pair", None)
         if pair is None:
             return
-        for line, col, end_line, end_col, callee, shape, class_q, complete in pair.audit.calls_to_check(self.unit):
-            for message, severity in pair.audit.check_call(self.unit, callee, shape, class_q, complete):
+        audit = pair.audit   # patchaudit.pipeline.bump_audit.BumpAudit
+        for line, col, end_line, end_col, callee, shape, class_q, complete in audit.calls_to_check(self.unit):
+            target = audit.call_target(self.unit, callee, class_q)
+            if target is None:
+                continue
+            for message, severity in self.problems(audit, target, shape, complete):
                 self.report_at(line, col, end_line, end_col, message, severity=severity)
+
+    def problems(self, audit, t: CallTarget, shape: CallShape, complete: bool = True) -> list[tuple[str, Severity]]:
+        """The problems of one call in patched code, as (message, severity).
+
+        `complete` is False for a call whose arguments run past a hunk that NEW
+        cannot place (and that OLD's patched file could not complete): then only
+        what its visible arguments show is judged."""
+        name, where, old, new = t.name, t.where, audit.old_name, audit.new_name
+        old_names = param_names(t.old_params) if t.old_params is not None else None
+        out: list[tuple[str, Severity]] = []
+        unknown, too_many, missing, twice = bind_problems(t.params, shape)
+        if not complete:
+            missing, twice = [], []
+        # a keyword OLD took and NEW renamed: one finding naming both names
+        renamed = renamed_keywords(unknown, t.params, old_names)
+        for kw in unknown:
+            if kw in renamed:
+                out.append((f"{name} gets keyword `{kw}`, which {where} no longer takes: it was renamed to "
+                            f"`{renamed[kw]}` between {old} and {new}; pass `{renamed[kw]}=`", Severity.ERROR))
+                continue
+            msg = f"{name} gets keyword `{kw}`, which {where} does not take"
+            if old_names is not None and kw in old_names:
+                msg += f": `{kw}` was removed between {old} and {new}"
+            out.append((msg, Severity.ERROR))
+        if too_many:
+            out.append((f"{name} gets {shape.positional} positional arguments, {too_many} more than {where} "
+                        f"takes", Severity.ERROR))
+        for p in missing:
+            if p in renamed.values():
+                continue
+            msg = f"{name} does not pass `{p}`, which {where} requires"
+            if old_names is not None and p not in old_names:
+                msg += f" (`{p}` is new in {new})"
+            out.append((msg, Severity.ERROR))
+        for p in twice:
+            out.append((f"{name} gets `{p}` both by position and by keyword", Severity.ERROR))
+        if t.old_params is not None and t.new_up_params is not None and shape.positional:
+            shift = shifted_positional(t.old_params, t.new_up_params, shape.positional)
+            if shift is not None:
+                i, o_name, n_name = shift
+                out.append((f"{name}: positional argument {i + 1} was `{o_name}` in {old} and is "
+                            f"`{n_name}` in {new} ({where}): a parameter was added, removed or "
+                            f"renamed before it; pass it by keyword", Severity.ERROR))
+        if complete and t.up_new is not None and t.new_up_params is not None and not shape.star_kwargs:
+            out += self._upstream_relies(audit, t, shape)
+        return out
+
+    def _upstream_relies(self, audit, t: CallTarget, shape: CallShape) -> list[tuple[str, Severity]]:
+        """The defaulted parameters the call leaves out that upstream's own call sites pass."""
+        share = float(self.opts["upstream-share"])
+        least = int(self.opts["min-upstream-calls"])
+        tests = self.opts["include-tests"]
+        new_up_params = t.new_up_params or []
+        out: list[tuple[str, Severity]] = []
+        sites = None
+        for p in left_out_defaults(t.params, new_up_params, shape):
+            if sites is None:
+                sites = audit.call_sites("new", t.up_new, tests)
+            known, passing = passing_sites(sites, new_up_params, p.name)
+            if not passing or len(known) < least or len(passing) < share * len(known):
+                continue
+            is_new = t.old_params is not None and p.name not in param_names(t.old_params)
+            ex = passing[0]
+            msg = (f"{t.name} leaves out `{p.name}`, which upstream's own call sites pass in {audit.new_name}: "
+                   f"{len(passing)} of {len(known)} (e.g. {ex.where}" + (f" in {ex.symbol}" if ex.symbol else "")
+                   + ")")
+            if is_new:
+                msg += (f"; `{p.name}` is new in {audit.new_name} ({t.where}; {audit.old_name}'s has no such "
+                        f"parameter): the default `{p.name}` this call gets may drop what upstream now relies on")
+                out.append((msg, Severity.ERROR))
+                continue
+            # the parameter existed: drift only if upstream started passing it
+            old_sites = audit.call_sites("old", t.up_old, tests) if t.up_old is not None else []
+            o_known, o_pass = passing_sites(old_sites, t.old_params or [], p.name)
+            if t.up_old is not None and o_known and len(o_pass) >= share * len(o_known):
+                continue   # upstream passed it in OLD too: not drift
+            o_txt = f"{len(o_pass)} of {len(o_known)}" if o_known else "none"
+            msg += f"; in {audit.old_name} {o_txt} did: upstream started relying on it"
+            out.append((msg, Severity.WARNING))
+        return out

@@ -1,9 +1,10 @@
 from __future__ import annotations
 
+from patchaudit.analysis import monkeypatch
+from patchaudit.lint.rule import Example
 from patchaudit.model.findings import Severity
 
 from ._monkeypatch import SCHEDULER, MonkeypatchRule, engine_tree
-from patchaudit.lint.rule import Example
 
 FORK = """\
 from sglang.srt.managers.scheduler import Scheduler
@@ -73,6 +74,7 @@ class MonkeypatchTargetMissing(MonkeypatchRule):
     code = "PA206"
     name = "monkeypatch-target-missing"
     severity = Severity.ERROR
+    issue_kind = monkeypatch.TARGET_MISSING
 
     VALID = [
         Example(FORK, engine=engine_tree(), title="the target exists"),

@@ -1,9 +1,10 @@
 from __future__ import annotations
 
-from patchaudit.model.findings import Severity
+from patchaudit.analysis import monkeypatch
 from patchaudit.lint.rule import Example
+from patchaudit.model.findings import Severity
 
-from ._monkeypatch import SCHEDULER, MonkeypatchRule, engine_tree
+from ._monkeypatch import MonkeypatchRule, engine_tree
 
 
 class MonkeypatchSignatureMismatch(MonkeypatchRule):
@@ -66,6 +67,7 @@ class MonkeypatchSignatureMismatch(MonkeypatchRule):
     code = "PA207"
     name = "monkeypatch-signature-mismatch"
     severity = Severity.ERROR
+    issue_kind = monkeypatch.SIGNATURE_MISMATCH
 
     VALID = [
         Example("""\

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from patchaudit.model.findings import Severity
 from patchaudit.lint.rule import PATCH, Example, Rule
+from patchaudit.model.findings import Severity
 
 GOOD = """\
 --- a/python/sglang/srt/x.py

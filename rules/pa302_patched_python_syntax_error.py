@@ -3,7 +3,7 @@ from __future__ import annotations
 from patchaudit.model.findings import Severity
 from patchaudit.lint.rule import PATCH, Example, Rule
 from patchaudit.inputs.pyast import over_limit
-from patchaudit.engine.symbols import parse_python
+from patchaudit.engine.definitions import parse_python
 
 from ._exact import CLEAN_HUNK, engine_tree, patch_for
 

@@ -300,7 +300,7 @@ class OverlappingPatches(Rule):
         pad = 1 if touching else 0
         sets: dict[str, list] = defaultdict(list)
         for u in units:
-            sets[getattr(u, "set_name", None) or os.path.dirname(u.path)].append(u)
+            sets[u.set_name or os.path.dirname(u.path)].append(u)
         for members in sets.values():
             # per patch and target file: the lines it changes (pre-image) and leaves changed (post)
             walked = []

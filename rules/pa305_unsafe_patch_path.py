@@ -3,9 +3,9 @@ from __future__ import annotations
 import re
 from collections import deque
 
-from patchaudit.model.findings import Severity
-from patchaudit.inputs.patches import _GIT_HEADER_RE, strip_git_prefix, unquote_path
+from patchaudit.inputs.patches import GIT_HEADER_RE, strip_git_prefix, unquote_path
 from patchaudit.lint.rule import PATCH, Example, Rule
+from patchaudit.model.findings import Severity
 
 _DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
 
@@ -170,7 +170,7 @@ def _section_names(patch, sec):
     names = [("source", sec.source_path, git_style), ("target", sec.target_path, git_style)]
     # the `diff --git a/X b/Y` line: the ---/+++ lines replace its names in the section
     first = patch.lines[sec.header_line - 1] if 0 < sec.header_line <= len(patch.lines) else ""
-    m = _GIT_HEADER_RE.match(first) if first.startswith("diff --git ") else None
+    m = GIT_HEADER_RE.match(first) if first.startswith("diff --git ") else None
     if m:
         names += [("source", unquote_path(m.group("a")), True), ("target", unquote_path(m.group("b")), True)]
     names += [("rename from", sec.rename_from, False), ("rename to", sec.rename_to, False),
@@ -501,7 +501,8 @@ class UnsafePatchPath(Rule):
             @@ -1 +1 @@
             -a
             +b
-            """, kind="patch", count=2, line=13, contains="points out of the tree", title="a chain of symlinks, each inside on paper"),
+            """, kind="patch", count=2, line=13, contains="points out of the tree",
+            title="a chain of symlinks, each inside on paper"),
         Example("""\
             diff --git a/a/b/up b/a/b/up
             new file mode 120000
@@ -522,7 +523,8 @@ class UnsafePatchPath(Rule):
             +++ b/a/b/up2/x.sh
             @@ -0,0 +1 @@
             +echo x
-            """, kind="patch", count=2, line=13, contains="points out of the tree", title="a symlink through a symlink"),
+            """, kind="patch", count=2, line=13, contains="points out of the tree",
+            title="a symlink through a symlink"),
         Example("""\
             diff --git a/hooks b/hooks
             new file mode 120000
@@ -536,7 +538,8 @@ class UnsafePatchPath(Rule):
             +++ b/hooks/pre-commit
             @@ -0,0 +1 @@
             +echo hook
-            """, kind="patch", count=2, line=6, contains="'.git'", title="a symlink into .git, then a write through it"),
+            """, kind="patch", count=2, line=6, contains="'.git'",
+            title="a symlink into .git, then a write through it"),
         Example("""\
             diff --git a/x b/x
             new file mode 120000

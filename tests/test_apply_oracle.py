@@ -542,14 +542,14 @@ def test_malformed_hunks_raise():
 
 def test_indexed_search_equals_plain_scan(monkeypatch):
     """The line-index shortcut in locate_hunk must not change any decision."""
-    import patchaudit.patching.apply as apply_mod
+    from patchaudit.patching import costs
 
     from applier_corpus import make_cases as _make
 
     cases = _make(seed=7, count=150)
     runs = []
     for span in (10**9, -1):
-        monkeypatch.setattr(apply_mod, "_INDEX_MIN_SPAN", span)
+        monkeypatch.setattr(costs, "INDEX_MIN_SPAN", span)
         out = []
         for case in cases:
             lines, eol = original_lines(case)

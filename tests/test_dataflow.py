@@ -19,7 +19,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from patchaudit.config.settings import Settings
 from patchaudit.analysis.dataflow import IDS, OBJECT, TEXT, Flow, FlowSpec, analyse, path_matches
 from patchaudit.inputs.discover import SourceFile
-from patchaudit.lint.rule import all_rules
+from patchaudit.config.registry import all_rules
 from patchaudit.pipeline.runner import analyse_file, run_check
 
 LABELS = ("ids", "txt", "obj")

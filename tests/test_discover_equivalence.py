@@ -28,7 +28,7 @@ from patchaudit.inputs.discover import (
     SKIP_DIRS,
     SourceFile,
     _looks_like_patch,
-    _spec_from_lines,
+    spec_from_lines,
     classify,
     discover,
 )
@@ -64,7 +64,7 @@ class _RefIgnores:
                 if gi.is_file():
                     import pathspec  # noqa: F401
 
-                    spec = _spec_from_lines(gi.read_text(errors="replace").splitlines())
+                    spec = spec_from_lines(gi.read_text(errors="replace").splitlines())
             except (OSError, ValueError):
                 spec = None
             self._specs[folder] = spec
@@ -106,7 +106,7 @@ def _reference_discover(paths: list[str], exclude: list[str] | None = None) -> t
     seen: set[Path] = set()
     exclude_spec = None
     if exclude:
-        exclude_spec = _spec_from_lines(exclude)
+        exclude_spec = spec_from_lines(exclude)
     ignores = _RefIgnores()
 
     def add(p: Path, kind: str, key: Path | None = None) -> None:
@@ -499,5 +499,5 @@ def test_benchmark_tree(monkeypatch):
 def test_public_names():
     """What other modules import from discover stays there."""
     for name in ("PATCH", "PYTHON", "TEXT_KINDS", "SKIP_DIRS", "SourceFile", "classify", "discover",
-                 "_spec_from_lines", "_looks_like_patch"):
+                 "spec_from_lines", "display", "read_error_message", "refusal", "_looks_like_patch"):
         assert hasattr(D, name), name

@@ -16,6 +16,7 @@ import zipfile
 import git
 import pytest
 
+from patchaudit.engine import limits as L
 from patchaudit.engine import sources as E
 from patchaudit.engine.sources import (
     DirectorySource,
@@ -563,7 +564,7 @@ def test_plain_tar_and_member_budget(tmp_path, monkeypatch):
         add_tar(tf, "sglang-1.0/sglang/big.py", b"x" * 5000)
         add_tar(tf, "sglang-1.0/sglang/small.py", b"s = 1\n")
     # files past the in-memory budget are listed and read by streaming again
-    monkeypatch.setattr(E, "SDIST_KEEP_BYTES", 100)
+    monkeypatch.setattr(L, "SDIST_KEEP_BYTES", 100)
     src = open_engine(str(sd))
     assert src.read_bytes("sglang-1.0/sglang/big.py") == b"x" * 5000
     assert src.read_bytes("sglang-1.0/sglang/small.py") == b"s = 1\n"
@@ -575,17 +576,17 @@ def test_archive_size_and_count_limits(tmp_path, monkeypatch, built):
     with zipfile.ZipFile(str(big), "w", zipfile.ZIP_DEFLATED) as zf:
         zf.writestr("big/__init__.py", "")
         zf.writestr("big/huge.bin", b"\0" * 4096)
-    monkeypatch.setattr(E, "MAX_MEMBER_BYTES", 1024)
+    monkeypatch.setattr(L, "MAX_MEMBER_BYTES", 1024)
     src = open_engine(str(big))
     assert src.files() == ["big/__init__.py"]
     assert "limit" in dict(src.skipped)["big/huge.bin"]
-    monkeypatch.setattr(E, "MAX_TOTAL_BYTES", 500)
+    monkeypatch.setattr(L, "MAX_TOTAL_BYTES", 500)
     with pytest.raises(EngineError, match="big-1.0-py3-none-any.whl"):
         open_engine(str(big))
     with pytest.raises(EngineError, match="sglang-1.0.tar.gz"):
         open_engine(built["sdist"])  # its members add up to more than 500 bytes
-    monkeypatch.setattr(E, "MAX_TOTAL_BYTES", 1 << 30)
-    monkeypatch.setattr(E, "MAX_MEMBERS", 3)
+    monkeypatch.setattr(L, "MAX_TOTAL_BYTES", 1 << 30)
+    monkeypatch.setattr(L, "MAX_MEMBERS", 3)
     with pytest.raises(EngineError, match="members"):
         open_engine(built["wheel"])
     with pytest.raises(EngineError, match="members"):
@@ -594,7 +595,7 @@ def test_archive_size_and_count_limits(tmp_path, monkeypatch, built):
 
 def test_directory_read_over_limit_raises(tmp_path, monkeypatch):
     write_tree(str(tmp_path), {"pkg/__init__.py": "", "pkg/big.py": "x" * 4096})
-    monkeypatch.setattr(E, "MAX_MEMBER_BYTES", 1024)
+    monkeypatch.setattr(L, "MAX_MEMBER_BYTES", 1024)
     src = open_engine(str(tmp_path))
     with pytest.raises(EngineError, match="pkg/big.py"):
         src.read_bytes("pkg/big.py")
@@ -618,3 +619,36 @@ def test_directory_hides_vcs_metadata_even_through_symlinks(tmp_path):
     assert src.files() == ["pkg/__init__.py"]
     for bad in (".git/config", "pkg/gitdir/config", "pkg/config", "pkg/__pycache__/x.pyc"):
         assert src.read_bytes(bad) is None and not src.has(bad)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_archive_kinds_refuse_a_fifo_without_blocking(tmp_path):
+    """The archive kinds open their file through the one guarded reader: a FIFO (a path
+    swapped after open_engine looked at it) is refused, never opened (it would block)."""
+    for cls, name in ((WheelSource, "e.whl"), (SdistSource, "e.tar.gz")):
+        fifo = tmp_path / name
+        os.mkfifo(fifo)
+        with pytest.raises(EngineError, match="not a regular file"):
+            cls(str(fifo), name="sglang")
+
+
+def test_engine_modules_open_files_only_through_the_reader():
+    """No engine source module opens a file itself (builtin open, gzip/bz2/lzma.open):
+    patchaudit.files.reader does, with its guards."""
+    import ast
+
+    root = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "patchaudit", "engine")
+    bad = []
+    for name in ("sources", "base", "directory", "gitsource", "wheel", "sdist", "archives", "limits"):
+        path = os.path.join(root, name + ".py")
+        with open(path, encoding="utf-8") as fh:
+            tree = ast.parse(fh.read())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                f = node.func
+                if isinstance(f, ast.Name) and f.id == "open":
+                    bad.append(f"{name}.py:{node.lineno}: open()")
+                if isinstance(f, ast.Attribute) and f.attr == "open" and isinstance(f.value, ast.Name) \
+                        and f.value.id in ("gzip", "bz2", "lzma", "io", "os"):
+                    bad.append(f"{name}.py:{node.lineno}: {f.value.id}.open()")
+    assert bad == []

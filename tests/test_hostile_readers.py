@@ -70,8 +70,9 @@ from patchaudit.pipeline.baseline import BaselineError, filter_new, read_baselin
 from patchaudit.config.settings import ConfigError, Settings, find_pyproject, load_pyproject
 from patchaudit.model.findings import FileError, Finding, Severity
 from patchaudit.engine import sources as engine_mod
+from patchaudit.engine import limits as engine_limits_mod
 from patchaudit.files import reader
-from patchaudit.inputs.discover import _spec_from_lines, discover
+from patchaudit.inputs.discover import spec_from_lines, discover
 from patchaudit.inputs.patchset import order_patch_set
 
 # The rule index is memoised in the process: built once here, in memory, it is
@@ -537,7 +538,7 @@ def test_gitignore_discovery_never_raises(ignore_tree, gitignores, exclude):
     for folder, kind, data in gitignores:
         replace_path(root / folder / ".gitignore", kind, data, outside=outside)
     try:
-        _spec_from_lines(exclude)   # the configuration refuses what this refuses
+        spec_from_lines(exclude)   # the configuration refuses what this refuses
     except Exception:
         exclude = []
     with no_hang():
@@ -1033,7 +1034,7 @@ def rollout_file(draw) -> tuple[str, bytes]:
 @example([(("r.jsonl", b""), "fifo")], "tokens", None, "text", 0, False, False, False, 1)
 def test_tokens_audit_exits_0_1_or_2(files, field, id_field, fmt, top, all_samples, summary_only, progress, batch):
     pytest.importorskip("tokenizers")
-    from patchaudit.commands.tokens import run_audit
+    from patchaudit.reporters.tokens import run_audit
 
     tok = tiny_tokenizer()
     with tempfile.TemporaryDirectory() as d:
@@ -1077,10 +1078,10 @@ ZIP_MODES = [0, 0o100644, 0o100755, 0o120777, 0o040755, 0o010644, 0o020644, 0o06
 
 
 def _set_limits(limits: dict):
-    old = {k: getattr(engine_mod, k) for k in limits if hasattr(engine_mod, k)}
+    old = {k: getattr(engine_limits_mod, k) for k in limits if hasattr(engine_limits_mod, k)}
     for k, v in limits.items():
-        if hasattr(engine_mod, k):
-            setattr(engine_mod, k, v)
+        if hasattr(engine_limits_mod, k):
+            setattr(engine_limits_mod, k, v)
     return old
 
 
@@ -1104,7 +1105,7 @@ def exercise_source(src) -> None:
         except engine_mod.EngineError as exc:
             assert str(exc)
         else:
-            assert data is None or len(data) <= engine_mod.MAX_MEMBER_BYTES
+            assert data is None or len(data) <= engine_limits_mod.MAX_MEMBER_BYTES
         src.has(f)
         src.module_name(f)
     for odd in ("../up.py", "/abs.py", "", "pkg/mod.py", "x\x00y"):

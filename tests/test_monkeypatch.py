@@ -13,10 +13,13 @@ import git
 import pytest
 
 from patchaudit.analysis import monkeypatch as mp
+from patchaudit.analysis import monkeypatch_filter as mpf
+from patchaudit.engine import versions
+from patchaudit.pipeline.bump_monkeypatch import audit_bump
 from patchaudit.testing import invoke_in
 from patchaudit.config.settings import EngineSpec, Settings
 from patchaudit.engine.sources import open_engine
-from patchaudit.units.exact import EngineContext
+from patchaudit.units.engines import EngineContext
 
 # --------------------------------------------------------------------------
 # a small engine, in two versions
@@ -201,7 +204,7 @@ FORK_TARGETS = {
 
 
 def collect(text: str, path: str = "fork/patches.py"):
-    return mp.collect(path, textwrap.dedent(text), mp.DEFAULT_PACKAGES)
+    return mp.collect(path, textwrap.dedent(text), versions.DEFAULT_PACKAGES)
 
 
 def test_every_form_is_recognized():
@@ -296,12 +299,12 @@ def test_string_constants_and_getattr_and_sys_modules():
 
 def test_configured_engine_packages():
     code = "import myengine.core as c\nc.Engine.step = lambda self: None\n"
-    assert not mp.collect("f.py", code, mp.DEFAULT_PACKAGES)
+    assert not mp.collect("f.py", code, versions.DEFAULT_PACKAGES)
     s = Settings(engine_packages=["myengine"])
-    assert [p.target for p in mp.collect("f.py", code, mp.engine_packages(s))] == ["myengine.core.Engine.step"]
+    assert [p.target for p in mp.collect("f.py", code, mpf.engine_packages(s))] == ["myengine.core.Engine.step"]
     # --engine NAME=... names a package too
     s = Settings(engines=[EngineSpec("otherengine", "/x")])
-    assert "otherengine" in mp.engine_packages(s) and "sglang" in mp.engine_packages(s)
+    assert "otherengine" in mpf.engine_packages(s) and "sglang" in mpf.engine_packages(s)
 
 
 def test_prefilters_are_sound_on_every_form():
@@ -319,15 +322,15 @@ def test_prefilters_are_sound_on_every_form():
     )]
     for text in samples:
         module = cst.parse_module(text)
-        col = mp.collector_class()("f.py", mp.DEFAULT_PACKAGES)
+        col = mp.collector_class()("f.py", versions.DEFAULT_PACKAGES)
         MetadataWrapper(module, unsafe_skip_copy=True).visit(col)
         assert col.patches, text
-        assert mp.can_match(text, mp.DEFAULT_PACKAGES) and mp.may_have_sites(text, mp.DEFAULT_PACKAGES), text
-    assert not mp.can_match("import os\nos.environ['X'] = '1'\n", mp.DEFAULT_PACKAGES)
+        assert mpf.can_match(text, versions.DEFAULT_PACKAGES) and mpf.may_have_sites(text, versions.DEFAULT_PACKAGES), text
+    assert not mpf.can_match("import os\nos.environ['X'] = '1'\n", versions.DEFAULT_PACKAGES)
     # the name in a comment or an unrelated string is not enough
-    assert not mp.can_match("# we use sglang\nx = 'see sglang docs'\n", mp.DEFAULT_PACKAGES)
+    assert not mpf.can_match("# we use sglang\nx = 'see sglang docs'\n", versions.DEFAULT_PACKAGES)
     # imported but never patched: no libcst pass needed
-    assert not mp.may_have_sites("import sglang\nprint(sglang.__version__)\nself.x = 1\n", mp.DEFAULT_PACKAGES)
+    assert not mpf.may_have_sites("import sglang\nprint(sglang.__version__)\nself.x = 1\n", versions.DEFAULT_PACKAGES)
 
 
 # --------------------------------------------------------------------------
@@ -467,7 +470,7 @@ def test_version_gates_are_evaluated_against_the_engine(tmp_path):
 
 
 def test_version_class_orders_like_pep440():
-    V = mp.Version
+    V = versions.Version
     assert V("0.5.9") < V("0.5.10") < V("0.5.10.post1") < V("0.6.0rc1") < V("0.6.0")
     assert V("0.6.0.dev1") < V("0.6.0rc1") and V("1.0") == V("1.0.0")
     assert V("v0.5.15.post1").base_version == "0.5.15"
@@ -509,26 +512,26 @@ def test_per_version_modules_are_checked_against_their_engine(tmp_path):
 
 
 def test_version_tags_from_paths():
-    pk = mp.DEFAULT_PACKAGES
-    assert mp.path_version_tag("fork/patches/v0_5_9.py", pk) == (None, "0.5.9")
-    assert mp.path_version_tag("fork/sglang_0_5_15_post1/sched.py", pk) == ("sglang", "0.5.15.post1")
-    assert mp.path_version_tag("fork/vllm-0.11.0/x.py", pk) == ("vllm", "0.11.0")
-    assert mp.path_version_tag("fork/0.5.9/x.py", pk) == (None, "0.5.9")
-    assert mp.path_version_tag("fork/models/qwen2_5_vl.py", pk) is None
-    assert mp.path_version_tag("fork/patches/sglang_patch.py", pk) is None
-    assert mp.tag_matches("0.5.15", "0.5.15.post1") and mp.tag_matches("0.5", "0.5.9")
-    assert not mp.tag_matches("0.5.1", "0.5.15") and not mp.tag_matches("0.5.15.post1", "0.5.15")
+    pk = versions.DEFAULT_PACKAGES
+    assert versions.path_version_tag("fork/patches/v0_5_9.py", pk) == (None, "0.5.9")
+    assert versions.path_version_tag("fork/sglang_0_5_15_post1/sched.py", pk) == ("sglang", "0.5.15.post1")
+    assert versions.path_version_tag("fork/vllm-0.11.0/x.py", pk) == ("vllm", "0.11.0")
+    assert versions.path_version_tag("fork/0.5.9/x.py", pk) == (None, "0.5.9")
+    assert versions.path_version_tag("fork/models/qwen2_5_vl.py", pk) is None
+    assert versions.path_version_tag("fork/patches/sglang_patch.py", pk) is None
+    assert versions.tag_matches("0.5.15", "0.5.15.post1") and versions.tag_matches("0.5", "0.5.9")
+    assert not versions.tag_matches("0.5.1", "0.5.15") and not versions.tag_matches("0.5.15.post1", "0.5.15")
 
 
 def test_engine_versions_of_every_source_kind(tmp_path):
     d = write_tree(tmp_path / "d", sglang_tree("0.5.9"))
-    assert mp.engine_versions(open_engine(str(d)))["sglang"] == "0.5.9"
+    assert versions.engine_versions(open_engine(str(d)))["sglang"] == "0.5.9"
     whl = build_wheel(tmp_path / "sglang-0.5.15.post1-py3-none-any.whl", sglang_tree("0.0.0.dev0"),
                       "sglang", "0.5.15.post1")
-    assert mp.engine_versions(open_engine(str(whl)))["sglang"] == "0.5.15.post1"
+    assert versions.engine_versions(open_engine(str(whl)))["sglang"] == "0.5.15.post1"
     mega = write_tree(tmp_path / "m", {"megatron/core/__init__.py": "",
                                        "megatron/core/package_info.py": "MAJOR = 0\nMINOR = 13\nPATCH = 1\n"})
-    assert mp.engine_versions(open_engine(str(mega)))["megatron"] == "0.13.1"
+    assert versions.engine_versions(open_engine(str(mega)))["megatron"] == "0.13.1"
 
 
 # --------------------------------------------------------------------------
@@ -556,7 +559,7 @@ def _audit(tmp_path, old_spec, new_spec, settings=None):
     cwd = os.getcwd()
     os.chdir(tmp_path)
     try:
-        return mp.audit_bump([os.path.relpath(fork, tmp_path)], ctx_of(old_spec), ctx_of(new_spec),
+        return audit_bump([os.path.relpath(fork, tmp_path)], ctx_of(old_spec), ctx_of(new_spec),
                              settings or Settings())
     finally:
         os.chdir(cwd)
@@ -605,7 +608,7 @@ def test_bump_between_wheels(tmp_path):
     assert {f.code for f in _audit(tmp_path, str(old), str(new), Settings(ignore=["PA203"]))} == {"PA207"}
     fork = tmp_path / "fork" / "patches.py"
     fork.write_text(FORK.replace("Scheduler.handle = handle", "Scheduler.handle = handle  # patchaudit: ignore[PA203]"))
-    out = mp.audit_bump([str(fork)], ctx_of(str(old)), ctx_of(str(new)), Settings())
+    out = audit_bump([str(fork)], ctx_of(str(old)), ctx_of(str(new)), Settings())
     assert sorted((f.code, f.line) for f in out) == [("PA203", 55), ("PA207", 55)]
 
 
@@ -704,8 +707,8 @@ def test_bump_resolves_replacements_from_other_fork_modules(tmp_path):
     os.chdir(tmp_path)
     try:
         files = ["fork/__init__.py", "fork/impl.py", "fork/apply.py"]
-        out = mp.audit_bump(files, ctx_of(str(old)), ctx_of(str(new)), Settings(ignore=["PA203"]))
-        alone = mp.audit_bump(["fork/apply.py"], ctx_of(str(old)), ctx_of(str(new)), Settings(ignore=["PA203"]))
+        out = audit_bump(files, ctx_of(str(old)), ctx_of(str(new)), Settings(ignore=["PA203"]))
+        alone = audit_bump(["fork/apply.py"], ctx_of(str(old)), ctx_of(str(new)), Settings(ignore=["PA203"]))
     finally:
         os.chdir(cwd)
     # Impl.handle lacks the new `priority`; generate_request (fork/impl.py) is sync while

@@ -30,7 +30,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 import patchaudit.units.prune as pruning
 from patchaudit.config.settings import Settings
 from patchaudit.inputs.discover import PYTHON, SourceFile
-from patchaudit.lint.rule import all_rules
+from patchaudit.config.registry import all_rules
 from patchaudit.pipeline.runner import analyse_file, run_check
 from patchaudit.testing import all_examples, run_example
 from patchaudit.units import PythonUnit

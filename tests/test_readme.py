@@ -3,7 +3,7 @@
 import re
 from pathlib import Path
 
-from patchaudit.lint.rule import all_rules
+from patchaudit.config.registry import all_rules
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text()

@@ -2,7 +2,7 @@
 
 import pytest
 
-from patchaudit.lint.rule import all_rules
+from patchaudit.config.registry import all_rules
 from patchaudit.testing import all_examples, check_example
 
 EXAMPLES = all_examples()

@@ -19,7 +19,7 @@ from patchaudit.cli import main
 from patchaudit.model.findings import FileError, Finding, Severity, Target, TraceStep
 from patchaudit.reporters import render
 from patchaudit.reporters.sarif import FINGERPRINT_KEY
-from patchaudit.lint.rule import all_rules
+from patchaudit.config.registry import all_rules
 from patchaudit.pipeline.runner import RunResult
 from patchaudit.testing import run_example
 

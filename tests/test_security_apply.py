@@ -25,6 +25,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import patchaudit.patching.apply as A
+from patchaudit.patching import costs
+from patchaudit.patching.matcher import Matcher
+from patchaudit.patching.sides import compile_hunk
 from patchaudit.inputs.patches import read_patch
 from patchaudit.patching.apply import HunkLine, HunkSpec, apply_hunks
 
@@ -295,9 +298,9 @@ def hunk_specs(draw, max_start: int = 50):
 # near-match counted from the occurrence lists even in a small file), with the suffix array
 # from the first candidate on, and without it; and the defaults
 SEARCH_MODES = [
-    {"_INDEX_MIN_SPAN": -1, "_NEAREST_SMALL": 0},
-    {"_INDEX_MIN_SPAN": -1, "_NEAREST_SMALL": 0, "_SCAN_LIMIT": 0, "_SCAN_LIMIT_WITH_SA": 0},
-    {"_INDEX_MIN_SPAN": -1, "_NEAREST_SMALL": 0, "_SCAN_LIMIT": 10**9, "_SCAN_LIMIT_WITH_SA": 10**9},
+    {"INDEX_MIN_SPAN": -1, "NEAREST_SMALL": 0},
+    {"INDEX_MIN_SPAN": -1, "NEAREST_SMALL": 0, "SCAN_LIMIT": 0, "SCAN_LIMIT_WITH_SA": 0},
+    {"INDEX_MIN_SPAN": -1, "NEAREST_SMALL": 0, "SCAN_LIMIT": 10**9, "SCAN_LIMIT_WITH_SA": 10**9},
     {},
 ]
 
@@ -305,7 +308,7 @@ SEARCH_MODES = [
 def _patched(mode: dict):
     stack = ExitStack()
     for name, value in mode.items():
-        stack.enter_context(mock.patch.object(A, name, value))
+        stack.enter_context(mock.patch.object(costs, name, value))
     return stack
 
 
@@ -319,8 +322,8 @@ def _result(original, specs, eol, max_fuzz, check):
 
 @given(file_lines, st.booleans(), st.lists(hunk_specs(), min_size=1, max_size=5), st.integers(0, 3), st.booleans())
 def test_apply_hunks_equals_reference_search(original, eol, specs, max_fuzz, check):
-    with mock.patch.object(A._Engine, "locate_hunk", ref_locate_hunk), \
-         mock.patch.object(A._Engine, "nearest", ref_nearest):
+    with mock.patch.object(Matcher, "locate_hunk", ref_locate_hunk), \
+         mock.patch.object(Matcher, "nearest", ref_nearest):
         expected = _result(original, specs, eol, max_fuzz, check)
     for mode in SEARCH_MODES:
         with _patched(mode):
@@ -330,13 +333,13 @@ def test_apply_hunks_equals_reference_search(original, eol, specs, max_fuzz, che
 @given(file_lines, st.booleans(), hunk_specs(max_start=60), st.integers(0, 45), st.integers(-60, 60), st.booleans())
 def test_locate_hunk_and_nearest_equal_reference(original, eol, spec, frozen, in_offset, reverse):
     try:
-        fwd, rev = A._compile(0, spec)
+        fwd, rev = compile_hunk(0, spec)
     except ValueError:
         return
     side = rev if reverse else fwd
     for mode in SEARCH_MODES:
         with _patched(mode):
-            eng = A._Engine(original, eol)
+            eng = Matcher(original, eol)
             eng.last_frozen_line = min(frozen, eng.input_lines)
             for fuzz in range(0, 4):
                 assert eng.locate_hunk(side, fuzz, in_offset) == ref_locate_hunk(eng, side, fuzz, in_offset), (mode, fuzz)
@@ -350,13 +353,13 @@ def test_nearest_past_its_budget_is_a_true_near_match(original, spec, in_offset)
     """Once a file's near-match budget is spent, the near-match is looked for around the
     expected line and at the places the rarest lines point to: the line counts it reports
     are still true ones, and it is never better than the best anywhere in the file."""
-    fwd, _ = A._compile(0, spec)
-    eng = A._Engine(original, True)
+    fwd, _ = compile_hunk(0, spec)
+    eng = Matcher(original, True)
     eng.nearest_budget = 0
     if len(fwd.texts) > len(original):
         return  # a hunk longer than the file: always counted everywhere
     first_guess = fwd.first + in_offset
-    with mock.patch.object(A, "_NEAREST_SMALL", 0):
+    with mock.patch.object(costs, "NEAREST_SMALL", 0):
         got = eng.nearest(fwd, first_guess)
     best = ref_nearest(eng, fwd, first_guess)
     if got is None:

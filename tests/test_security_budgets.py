@@ -478,7 +478,7 @@ def test_zip_member_over_the_member_limit_is_refused_with_a_warning(tmp_path):
 
 def test_zip_with_too_many_members_is_refused_before_its_directory_is_read(tmp_path, monkeypatch):
     whl = _wheel(tmp_path / "sglang-1.0-py3-none-any.whl", {f"sglang/m{i}.py": b"" for i in range(50)})
-    monkeypatch.setattr(E, "MAX_MEMBERS", 10)
+    monkeypatch.setattr(E.limits, "MAX_MEMBERS", 10)
     real = zipfile.ZipFile._RealGetContents
 
     def no_directory(self):

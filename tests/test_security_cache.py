@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 import patchaudit.pipeline.cache as pc
+import patchaudit.files.usercache as uc
 import patchaudit.config.registry as ri
 from patchaudit import __version__
 from patchaudit.testing import invoke_in
@@ -306,22 +307,22 @@ def test_the_key_folder_is_not_reached_through_a_planted_symlink(tmp_path, monke
     monkeypatch.setenv("HOME", "no-home")   # not absolute: no home folder
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
     monkeypatch.setattr("tempfile.tempdir", str(tmp))
-    monkeypatch.setattr(pc, "_KEY", [])
-    pc._secret()
+    monkeypatch.setattr(uc, "_KEY", [])
+    uc._secret()
     assert list(victim.iterdir()) == []
 
 
 def test_the_key_is_created_privately(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    monkeypatch.setattr(pc, "_KEY", [])
-    key = pc._secret()
+    monkeypatch.setattr(uc, "_KEY", [])
+    key = uc._secret()
     assert key is not None and len(key) == 32
     path = tmp_path / "xdg" / "patchaudit" / "cache-key"
     assert path.read_bytes() == key
     if hasattr(os, "getuid"):
         assert path.stat().st_mode & 0o077 == 0 and (path.parent.stat().st_mode & 0o077) == 0
-    monkeypatch.setattr(pc, "_KEY", [])
-    assert pc._secret() == key                         # read back, not replaced
+    monkeypatch.setattr(uc, "_KEY", [])
+    assert uc._secret() == key                         # read back, not replaced
 
 
 @pytest.mark.parametrize("option", ["--output", "--write-baseline"])

@@ -127,9 +127,9 @@ def oversized(request, tmp_path, monkeypatch):
     max-file-size, or the engine reader's own cap on one member."""
     if request.param == "max-file-size":
         return small_limit(tmp_path)
-    import patchaudit.engine.sources as engine_mod
+    import patchaudit.engine.limits as engine_limits
 
-    monkeypatch.setattr(engine_mod, "MAX_MEMBER_BYTES", 4000)
+    monkeypatch.setattr(engine_limits, "MAX_MEMBER_BYTES", 4000)
     return []
 
 
@@ -261,7 +261,7 @@ def test_a_crash_in_one_file_section_costs_that_section_only(tmp_path, monkeypat
 
 
 def test_a_crash_in_one_unit_costs_that_unit_only(tmp_path, monkeypatch):
-    import patchaudit.pipeline.runner as runner
+    import patchaudit.pipeline.analyse as runner   # analyse_file runs the rules (was pipeline.runner)
 
     real = runner.run_python_rules
 
@@ -281,7 +281,7 @@ def test_a_crash_in_one_unit_costs_that_unit_only(tmp_path, monkeypatch):
 
 
 def test_a_crash_while_choosing_the_engine_falls_back_to_fragment_mode(tmp_path, monkeypatch):
-    from patchaudit.units.exact import EngineSet
+    from patchaudit.units.engines import EngineSet
 
     def broken(self, patch):
         raise RuntimeError("engine boom")

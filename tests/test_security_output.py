@@ -281,7 +281,7 @@ def test_non_utf8_name_in_a_baseline(non_utf8_tree):
 
 
 def test_report_file_is_replaced_atomically(tmp_path, monkeypatch):
-    from patchaudit.reporters import output
+    from patchaudit.files import atomic as output
 
     target = tmp_path / "report.json"
     target.write_text("old\n")

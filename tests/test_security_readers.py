@@ -333,9 +333,9 @@ def test_the_python_fallback_accepts_ordinary_patterns(monkeypatch):
     ordinary = list(_PATTERNS) + ["*.py[cod]", "**/node_modules/**", "**/build/**/*.o", "*~", ".*.swp",
                                   "*.egg-info/", "a/**/b/**/c", "*a*a*b", "/docs/_build/"]
     problems: list = []
-    spec = D._spec_from_lines(ordinary, source="x/.gitignore", problems=problems)
+    spec = D.spec_from_lines(ordinary, source="x/.gitignore", problems=problems)
     assert problems == [] and spec.match_file("m.py.pyc")
-    D._spec_from_lines(["*a*a*a*a*a*b", "ok.py", "**/a/**/b/**/c/**/d"], source="x/.gitignore",
+    D.spec_from_lines(["*a*a*a*a*a*b", "ok.py", "**/a/**/b/**/c/**/d"], source="x/.gitignore",
                        problems=problems)
     assert [(p.path, p.line) for p in problems] == [("x/.gitignore", 1), ("x/.gitignore", 3)]
 
@@ -369,7 +369,7 @@ def test_re2_and_python_backends_agree(tmp_path, monkeypatch):
         specs = []
         for backend in ("re2", "simple"):
             try:
-                specs.append(D._spec_from_lines(lines, backend=backend))
+                specs.append(D.spec_from_lines(lines, backend=backend))
             except Exception as exc:   # pathspec's ValueError; re2's Error for `[[:alpha:]]`
                 specs.append(type(exc))
         fast, slow = specs
@@ -848,7 +848,7 @@ def test_tokenizer_that_is_a_device_or_a_pipe(tmp_path, model):
 def _audit(files, tok):
     import io
 
-    from patchaudit.commands.tokens import run_audit
+    from patchaudit.reporters.tokens import run_audit
 
     out, err = io.StringIO(), io.StringIO()
     code = run_audit([str(f) for f in files], tok, field="tokens", id_field=None, fmt="text", out=out, err=err,
@@ -874,7 +874,7 @@ def test_tokens_deeply_nested_line_and_huge_integer(tmp_path, model):
 
 
 def test_tokens_gzip_line_bomb(tmp_path, model):
-    from patchaudit.commands import tokens as T
+    from patchaudit.pipeline import tokens as T
     from patchaudit.inputs.tokenizer import load_tokenizer
 
     tok = load_tokenizer(model)

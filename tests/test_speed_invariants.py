@@ -27,9 +27,9 @@ from pathlib import Path
 
 import pytest
 
-from patchaudit.pipeline import parallel
+from patchaudit.pipeline import parallel, pool
 from patchaudit.config.settings import Settings
-from patchaudit.lint.rule import all_rules, select_rules
+from patchaudit.config.registry import all_rules, select_rules
 from patchaudit.config.registry import RuleMeta, build_index, select_codes
 from patchaudit.pipeline.runner import run_check
 from patchaudit.testing import all_examples, run_example
@@ -313,7 +313,7 @@ def test_dead_workers_cost_their_files_only(tmp_path, monkeypatch):
     pooled = _run(root, monkeypatch, jobs=2, cache=False)
     assert parallel.LAST_SCAN["pool"]
     lost = {e.path for e in pooled.errors if "worker process" in e.message}
-    assert len(lost) == parallel.MAX_DEATHS_WITHOUT_PROGRESS == parallel.LAST_SCAN["lost"]
+    assert len(lost) == pool.MAX_DEATHS_WITHOUT_PROGRESS == parallel.LAST_SCAN["lost"]
     assert _keys(pooled.findings) == _keys([f for f in serial.findings if f.path not in lost])
     assert _errors(e for e in pooled.errors if e.path not in lost) == \
         _errors(e for e in serial.errors if e.path not in lost)
@@ -539,7 +539,7 @@ def test_rule_index_is_kept_per_user_and_renewed_when_stale(tmp_path, monkeypatc
     (tmp_path / "tree3" / "rule-index.pickle").write_bytes(b"garbage")
     monkeypatch.setattr(ri, "_INDEX", None)
     assert ri.rule_index(str(tmp_path / "tree3")) == {} and built == [1]
-    from patchaudit.pipeline.cache import unseal
+    from patchaudit.files.usercache import unseal
 
     with open(os.path.join(user, "rule-index.pickle"), "rb") as fh:
         assert pickle.loads(unseal(fh.read()))[0] != (0, 0)           # rewritten, sealed

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from patchaudit.cli import main
-from patchaudit.commands.tokens import diff_ids, run_audit
+from patchaudit.pipeline.tokens import diff_ids
+from patchaudit.reporters.tokens import run_audit
 from patchaudit.inputs.tokenizer import load_tokenizer
 
 from test_tokenizer import build_tokenizer, cli, remerging_pair, write_tokenizer

@@ -26,6 +26,7 @@ import re
 from typing import Any, Iterable
 
 from patchaudit.inputs import pyast
+from patchaudit.inputs.astnames import ANY_CALL, dotted
 
 #: facts of the last few texts (Triage and the runner ask about the same text in turn)
 _CACHE: dict[str, "Facts | None"] = {}
@@ -44,7 +45,7 @@ class Call:
     def __init__(self, name: str | None, receiver: str | None, dotted: str | None):
         self.name = name          # last name of the callee (dataflow's CallSite.name)
         self.receiver = receiver  # dataflow.receiver_name: `self.tok.decode()` -> "tok"
-        self.dotted = dotted      # dataflow.dotted: "AutoProcessor.from_pretrained", "f().g"
+        self.dotted = dotted      # CallSite.callee: "AutoProcessor.from_pretrained", "f().g"
 
 
 class Facts:
@@ -129,20 +130,7 @@ def _call(node: ast.Call) -> Call:
             receiver = obj.attr
     elif isinstance(func, ast.Name):
         name = func.id
-    return Call(name, receiver, _dotted(func))
-
-
-def _dotted(node: ast.expr) -> str | None:
-    """patchaudit.analysis.dataflow.dotted on an ast node."""
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        base = _dotted(node.value)
-        if base is None and isinstance(node.value, ast.Call):
-            inner = _dotted(node.value.func)
-            base = f"{inner}()" if inner else None
-        return f"{base}.{node.attr}" if base else None
-    return None
+    return Call(name, receiver, dotted(func, ANY_CALL))
 
 
 def _source_lines(text: str) -> list[bytes]:

@@ -1,4 +1,7 @@
-"""Small libcst helpers shared by the rules of the pack (no I/O, no state)."""
+"""Small libcst helpers shared by the rules of the pack (no I/O, no state).
+
+(The dotted-name and string-literal readers are patchaudit/inputs/cst.py's
+`dotted` and `string_literal`: `dotted(node, SUPER)` reads `super().x` too.)"""
 
 from __future__ import annotations
 
@@ -11,18 +14,6 @@ def callee_name(func: cst.BaseExpression) -> str | None:
         return func.value
     if isinstance(func, cst.Attribute):
         return func.attr.value
-    return None
-
-
-def dotted(node: cst.BaseExpression) -> str | None:
-    """`a.b.c` -> "a.b.c"; `super().x` -> "super().x"; anything else -> None."""
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
-        base = dotted(node.value)
-        return f"{base}.{node.attr.value}" if base else None
-    if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "super":
-        return "super()"
     return None
 
 

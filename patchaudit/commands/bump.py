@@ -8,37 +8,27 @@ import sys
 import click
 
 from patchaudit.commands.check import build_settings, emit, use_color
+from patchaudit.commands.options import parse_engine_name
 from patchaudit.config.settings import ConfigError, Settings
-from patchaudit.model.escape import safe, safe_lines, visible
+from patchaudit.model.escape import safe
+from patchaudit.reporters.bump import render_text
+
+__all__ = ["bump", "parse_engine_name", "render_text", "resolve_revision"]
 
 FORMATS = ["text", "markdown", "json", "sarif", "github"]
-
-
-def parse_engine_name(value: str) -> tuple[str, int | None, str | None]:
-    """`NAME`, `NAME:pN`, `NAME=REPO`, `NAME:pN=REPO` -> (name, strip, repo)."""
-    name, sep, repo = value.partition("=")
-    strip = None
-    if ":p" in name:
-        name, _, n = name.partition(":p")
-        if not n.isdigit():
-            raise click.BadParameter(f"bad strip level in {value!r} (NAME:pN)", param_hint="--engine")
-        strip = int(n)
-    if not name or name.startswith("-") or (sep and (not repo or repo.startswith("-"))):
-        raise click.BadParameter(f"expected NAME, NAME:pN or NAME=REPO, got {value!r}", param_hint="--engine")
-    return name, strip, repo or None
 
 
 def resolve_revision(spec: str, repo: str | None) -> str:
     """A bare revision (`v2`, a tag or sha) of the engine's git repository -> `REPO@v2`.
 
     An existing path (directory, wheel, sdist) or a `PATH@REV` spec is kept as it is."""
-    from patchaudit.engine.sources import _split_git_spec
+    from patchaudit.engine.sources import split_git_spec
 
-    if not repo or spec.startswith("-") or os.path.exists(os.path.expanduser(spec)) or _split_git_spec(spec):
+    if not repo or spec.startswith("-") or os.path.exists(os.path.expanduser(spec)) or split_git_spec(spec):
         return spec
     base = repo
     if not os.path.isdir(os.path.expanduser(base)):
-        split = _split_git_spec(base)
+        split = split_git_spec(base)
         if split is None:
             return spec
         base = split[0]
@@ -53,48 +43,6 @@ def _settings(paths, config, select, ignore, extend_select, tokenizer) -> Settin
     settings = build_settings(paths, config, select, ignore, extend_select, (), None, True, tokenizer)
     settings.jobs = 1
     return settings
-
-
-def render_text(report, color: bool = False) -> str:
-    """The text report; every value escaped (patchaudit/model/escape.py)."""
-    from patchaudit.reporters.text import _style, format_finding
-
-    v = visible
-
-    out = [_style(f"patchaudit bump {v(report.engine)}: {v(report.old_name)} -> {v(report.new_name)}", color,
-                  bold=True)]
-    if report.hunks:
-        out.append("")
-        out.append(f"Hunks (on {v(report.old_name)} -> on {v(report.new_name)}):")
-        for row in report.hunks:
-            old = v(row.old.label()) if row.old else "-"
-            new = v(row.new.label()) if row.new else "-"
-            if row.moved_to:
-                new += f" (moved to {v(row.moved_to)}: {v(row.moved.label()) if row.moved else '?'})"
-            flag = "  [changed upstream]" if row.changed_upstream else ""
-            sym = f"  {v(row.symbol)}" if row.symbol else ""
-            out.append(f"  {v(row.patch)}:{row.patch_line}  {v(row.target)}  #{row.hunk}{sym}  {old} -> {new}{flag}")
-    if report.findings:
-        out.append("")
-        out.extend(format_finding(f, color) for f in report.findings)
-    out.append("")
-    out.append(summary_line(report))
-    return safe_lines("\n".join(out) + "\n")
-
-
-def summary_line(report) -> str:
-    by = {"error": 0, "warning": 0, "info": 0}
-    for f in report.findings:
-        by[f.severity.value] += 1
-    counts = report.hunk_counts()
-    on_new = f"on {visible(report.new_name)}"
-    hunks = f"{len(report.hunks)} hunk{'s' if len(report.hunks) != 1 else ''} {on_new}: " + ", ".join(
-        f"{v} {k}" for k, v in counts.items() if v) if report.hunks else "no hunks"
-    n = len(report.findings)
-    if not n:
-        return f"No findings ({hunks})."
-    parts = ", ".join(f"{v} {k}{'s' if v != 1 else ''}" for k, v in by.items() if v)
-    return f"Found {n} finding{'s' if n != 1 else ''} ({parts}); {hunks}."
 
 
 @click.command("bump")

@@ -7,8 +7,10 @@ import sys
 
 import click
 
-from patchaudit.config.settings import ConfigError, EngineSpec, Settings, apply_cache_options, find_pyproject, load_pyproject
+from patchaudit.commands.options import parse_engine_option
+from patchaudit.config.settings import ConfigError, Settings, apply_cache_options, find_pyproject, load_pyproject
 from patchaudit.reporters import available_formats, render
+from patchaudit.reporters.progress import FileProgress
 from patchaudit.model.escape import safe
 
 
@@ -17,23 +19,6 @@ def _split_codes(values: tuple[str, ...]) -> list[str]:
     for v in values:
         out.extend(c.strip() for c in v.split(",") if c.strip())
     return out
-
-
-def parse_engine_option(value: str) -> EngineSpec:
-    name, sep, source = value.partition("=")
-    if not sep:
-        name, source = "engine", value
-    if not name or not source:
-        raise click.BadParameter(f"expected NAME=SOURCE, got {value!r}", param_hint="--engine")
-    if name.startswith("-") or source.startswith("-"):
-        raise click.BadParameter(f"refusing {value!r}: looks like an option", param_hint="--engine")
-    strip = None
-    if ":p" in name:
-        name, _, n = name.partition(":p")
-        if not n.isdigit():
-            raise click.BadParameter(f"bad strip level in {value!r} (NAME:pN=SOURCE)", param_hint="--engine")
-        strip = int(n)
-    return EngineSpec(name, source, strip)
 
 
 def build_settings(paths, config, select, ignore, extend_select, engine, jobs, no_cache, tokenizer,
@@ -63,7 +48,7 @@ def emit(text: str, output: str | None) -> None:
     """Print a rendered report, or write it to `output` whole or not at all (a temporary file
     renamed over it).  Reporters escape what they render (patchaudit/model/escape.py)."""
     if output:
-        from patchaudit.reporters.output import write_atomic
+        from patchaudit.files.atomic import write_atomic
 
         try:
             write_atomic(output, text)
@@ -76,35 +61,6 @@ def emit(text: str, output: str | None) -> None:
 def use_color(output: str | None) -> bool:
     # https://no-color.org: NO_COLOR set to a non-empty value turns colour off
     return output is None and sys.stdout.isatty() and not os.environ.get("NO_COLOR")
-
-
-class Progress:
-    """A progress bar on stderr for scans of many files, only when stderr is a terminal."""
-
-    MIN_FILES = 50
-
-    def __init__(self) -> None:
-        self.enabled = sys.stderr.isatty() and os.environ.get("TERM") != "dumb"
-        self.shown = False
-        self.done = 0
-
-    def __call__(self, total: int) -> None:
-        """Called once per finished file."""
-        self.done += 1
-        if not self.enabled or total < self.MIN_FILES:
-            return
-        if self.done % max(1, total // 200) and self.done != total:
-            return
-        width = 30
-        fill = width * self.done // total
-        sys.stderr.write(f"\r[{'#' * fill}{'.' * (width - fill)}] {self.done}/{total} files")  # output-safe: numbers
-        sys.stderr.flush()
-        self.shown = True
-
-    def close(self) -> None:
-        if self.shown:
-            sys.stderr.write("\r\033[K")
-            sys.stderr.flush()
 
 
 @click.command("check")
@@ -143,7 +99,7 @@ def check(paths, engine, select, ignore, extend_select, fmt, output, config, job
     from patchaudit.pipeline.baseline import BaselineError, ensure_fingerprints, filter_new, read_baseline, write_baseline
     from patchaudit.inputs.diffbase import DiffBaseError, changed_lines
 
-    progress = Progress()
+    progress = FileProgress()
     try:
         settings = build_settings(paths, config, select, ignore, extend_select, engine, jobs, no_cache, tokenizer,
                                   cache_dir)
@@ -171,7 +127,7 @@ def check(paths, engine, select, ignore, extend_select, fmt, output, config, job
     except (ConfigError, RunError, BaselineError, DiffBaseError) as exc:
         click.echo(safe(f"patchaudit: error: {exc}"), err=True)
         sys.exit(2)
-    for warning in getattr(result, "warnings", ()):
+    for warning in result.warnings:
         click.echo(safe(f"patchaudit: warning: {warning}"), err=True)
     for err in result.errors:
         click.echo(safe(err), err=True)

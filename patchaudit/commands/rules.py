@@ -7,7 +7,7 @@ import json
 import click
 
 from patchaudit.model.escape import safe, text_block
-from patchaudit.lint.rule import all_rules
+from patchaudit.config.registry import all_rules
 
 
 @click.command("rules")

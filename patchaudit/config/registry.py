@@ -17,6 +17,12 @@ classes for every rule of the pack.
 
 The index is memoised per process, and on disk (in the result cache folder) by
 the size and modification time of the rule sources and of `patchaudit/lint/rule.py`.
+
+`all_rules` and `select_rules` give the real rule classes (they import the pack,
+and so libcst); `select_codes` is the one resolution of `select`/`ignore`/
+`extend-select` codes and prefixes, on either.  The rule framework
+(patchaudit/lint/rule.py) knows nothing of the pack: finding and selecting its
+rules is this module's.
 """
 
 from __future__ import annotations
@@ -27,7 +33,13 @@ import os
 import pickle
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, cast
+
+from patchaudit.config.literals import MISSING, ModuleReader, Unknown, bound_names
+from patchaudit.files.usercache import atomic_write, read_file, seal, unseal, user_cache_dir
+
+if TYPE_CHECKING:  # pragma: no cover
+    from patchaudit.lint.rule import Rule
 
 #: unit kinds (the same strings as patchaudit.lint.rule.PYTHON/TEXT/PATCH)
 PYTHON, TEXT, PATCH = "python", "text", "patch"
@@ -92,167 +104,12 @@ class RuleMeta:
                    requires=tuple(tuple(g) for g in rule.requires),
                    default_enabled=bool(rule.default_enabled),
                    custom_filter=rule.can_match.__func__ is not Rule.can_match.__func__,
-                   patch_set=getattr(rule, "check_patch_set", None) is not getattr(Rule, "check_patch_set", None),
+                   patch_set=rule.sees_patch_set(),
                    static=False)
 
 
 # --------------------------------------------------------------------------
-# reading literals from source
-
-
-class _Unknown(Exception):
-    """A value the static reader cannot know for certain."""
-
-
-@dataclass(frozen=True)
-class _ImportRef:
-    module: str | None
-    level: int
-    name: str
-
-
-_MISSING = object()
-
-
-_BUILTIN_CALLS = {"frozenset": frozenset, "set": set, "tuple": tuple, "list": list}
-
-
-class _ModuleReader:
-    """Module-level constants of one source file, evaluated from its AST."""
-
-    def __init__(self, index: "_SourceIndex", modname: str, tree: ast.Module):
-        self.index = index
-        self.modname = modname
-        self.tree = tree
-        self.env: dict[str, Any] = {}
-        self.unknown: set[str] = set()
-        self._done = False
-
-    def evaluate_globals(self) -> None:
-        if self._done:
-            return
-        self._done = True
-        for stmt in self.tree.body:
-            if isinstance(stmt, ast.ImportFrom):
-                for alias in stmt.names:   # resolved when used: most imports never are
-                    name = alias.asname or alias.name
-                    self.env[name] = _ImportRef(stmt.module, stmt.level, alias.name)
-                    self.unknown.discard(name)
-            elif isinstance(stmt, ast.Import):
-                for alias in stmt.names:
-                    self._forget(alias.asname or alias.name.partition(".")[0])
-            elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
-                targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-                value = stmt.value
-                if value is None:
-                    continue
-                if len(targets) == 1 and isinstance(targets[0], ast.Name):
-                    try:
-                        self.env[targets[0].id] = self.eval(value, self.env)
-                        self.unknown.discard(targets[0].id)
-                    except _Unknown:
-                        self._forget(targets[0].id)
-                elif (len(targets) == 1 and isinstance(targets[0], ast.Tuple) and isinstance(value, ast.Tuple)
-                      and len(targets[0].elts) == len(value.elts)
-                      and all(isinstance(t, ast.Name) for t in targets[0].elts)
-                      and not any(isinstance(v, ast.Starred) for v in value.elts)):
-                    # A, B = "a", "b": evaluated on the environment before the statement
-                    values = []
-                    for v in value.elts:
-                        try:
-                            values.append((True, self.eval(v, self.env)))
-                        except _Unknown:
-                            values.append((False, None))
-                    for t, (ok, v) in zip(targets[0].elts, values):
-                        if ok:
-                            self.env[t.id] = v
-                            self.unknown.discard(t.id)
-                        else:
-                            self._forget(t.id)
-                else:
-                    for t in targets:
-                        for n in ast.walk(t):
-                            if isinstance(n, ast.Name):
-                                self._forget(n.id)
-            else:
-                # any other binding at module level (def, class, for, with, if, augmented
-                # assignment...) makes the names it binds unknown
-                for name in _bound_names(stmt):
-                    self._forget(name)
-
-    def _forget(self, name: str) -> None:
-        self.env.pop(name, None)
-        self.unknown.add(name)
-
-    def lookup(self, name: str, default: Any = None) -> Any:
-        """A module-level value; an imported name is resolved on first use."""
-        if name not in self.env:
-            return default
-        value = self.env[name]
-        if isinstance(value, _ImportRef):
-            try:
-                value = self.index.imported(self.modname, value.module, value.level, value.name)
-            except _Unknown:
-                self._forget(name)
-                return default
-            self.env[name] = value
-        return value
-
-    def eval(self, node: ast.AST, env: Mapping[str, Any]) -> Any:
-        if isinstance(node, ast.Constant):
-            return node.value
-        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
-            items = []
-            for elt in node.elts:
-                if isinstance(elt, ast.Starred):
-                    items.extend(self.eval(elt.value, env))
-                else:
-                    items.append(self.eval(elt, env))
-            return {ast.Tuple: tuple, ast.List: list, ast.Set: set}[type(node)](items)
-        if isinstance(node, ast.Name):
-            if node.id in env:
-                value = env[node.id] if env is not self.env else self.lookup(node.id, _MISSING)
-                if value is not _MISSING:
-                    return value
-            raise _Unknown(node.id)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _BUILTIN_CALLS \
-                and node.func.id not in env and node.func.id not in self.unknown and not node.keywords \
-                and len(node.args) <= 1:
-            fn = _BUILTIN_CALLS[node.func.id]
-            return fn(self.eval(node.args[0], env)) if node.args else fn()
-        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.BitOr)):
-            left, right = self.eval(node.left, env), self.eval(node.right, env)
-            try:
-                return left + right if isinstance(node.op, ast.Add) else left | right
-            except TypeError:
-                raise _Unknown("operator") from None
-        if isinstance(node, ast.JoinedStr):
-            parts = []
-            for v in node.values:
-                if isinstance(v, ast.Constant):
-                    parts.append(str(v.value))
-                elif isinstance(v, ast.FormattedValue) and v.conversion == -1 and v.format_spec is None:
-                    value = self.eval(v.value, env)
-                    if not isinstance(value, (str, int)):
-                        raise _Unknown("f-string")
-                    parts.append(str(value))
-                else:
-                    raise _Unknown("f-string")
-            return "".join(parts)
-        raise _Unknown(type(node).__name__)
-
-
-def _bound_names(stmt: ast.stmt) -> set[str]:
-    out: set[str] = set()
-    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        out.add(stmt.name)
-        return out
-    for n in ast.walk(stmt):
-        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
-            out.add(n.id)
-        elif isinstance(n, (ast.Import, ast.ImportFrom)):
-            out.update((a.asname or a.name).partition(".")[0] for a in n.names)
-    return out
+# reading rule classes from source (the literals: patchaudit/config/literals.py)
 
 
 class _SourceIndex:
@@ -261,10 +118,10 @@ class _SourceIndex:
     def __init__(self, pack_dir: str, rule_py: str):
         self.pack_dir = pack_dir
         self.rule_py = rule_py
-        self.readers: dict[str, _ModuleReader | None] = {}
+        self.readers: dict[str, ModuleReader | None] = {}
         self.defaults: dict[str, Any] | None = None   # Rule's own attributes
 
-    def reader(self, modname: str) -> _ModuleReader | None:
+    def reader(self, modname: str) -> ModuleReader | None:
         if modname not in self.readers:
             self.readers[modname] = None  # cycle guard
             path = self._path(modname)
@@ -276,7 +133,7 @@ class _SourceIndex:
                 tree = ast.parse(read_bytes(path), filename=path)
             except (OSError, SyntaxError, ValueError, RecursionError):
                 return None
-            r = _ModuleReader(self, modname, tree)
+            r = ModuleReader(self, modname, tree)
             self.readers[modname] = r
             r.evaluate_globals()
         return self.readers[modname]
@@ -307,19 +164,19 @@ class _SourceIndex:
             return _SEVERITY
         r = self.reader(target)
         if r is None:
-            raise _Unknown(f"{target}.{name}")
+            raise Unknown(f"{target}.{name}")
         if name not in r.env and target != "patchaudit.lint.rule":
             _rule_classes(r)   # a rule base class defined there
-        value = r.lookup(name, _MISSING)
-        if value is _MISSING:
-            raise _Unknown(f"{target}.{name}")
+        value = r.lookup(name, MISSING)
+        if value is MISSING:
+            raise Unknown(f"{target}.{name}")
         return value
 
 
 _SEVERITY = object()   # Severity is not needed by the index; a marker keeps it "known"
 
 
-def _class_attrs(reader: _ModuleReader, node: ast.ClassDef) -> tuple[dict[str, Any], set[str], set[str]]:
+def _class_attrs(reader: ModuleReader, node: ast.ClassDef) -> tuple[dict[str, Any], set[str], set[str]]:
     """(attributes read, attributes bound in ways that cannot be read, methods defined)."""
     attrs: dict[str, Any] = {}
     unreadable: set[str] = set()
@@ -333,7 +190,7 @@ def _class_attrs(reader: _ModuleReader, node: ast.ClassDef) -> tuple[dict[str, A
                 try:
                     attrs[targets[0].id] = reader.eval(stmt.value, reader.env)
                     unreadable.discard(targets[0].id)
-                except _Unknown:
+                except Unknown:
                     attrs.pop(targets[0].id, None)
                     unreadable.add(targets[0].id)
             elif not simple:
@@ -343,7 +200,7 @@ def _class_attrs(reader: _ModuleReader, node: ast.ClassDef) -> tuple[dict[str, A
             if stmt.name in FIELDS:
                 unreadable.add(stmt.name)
         else:
-            unreadable |= _bound_names(stmt) & (set(FIELDS) | set(METHODS))
+            unreadable |= bound_names(stmt) & (set(FIELDS) | set(METHODS))
     return attrs, unreadable, methods
 
 
@@ -366,17 +223,17 @@ def _normalise(attrs: dict[str, Any]) -> dict[str, Any]:
     for key in ("kinds", "needs"):
         v = out[key]
         if not isinstance(v, (set, frozenset, tuple, list)) or not all(isinstance(s, str) for s in v):
-            raise _Unknown(key)
+            raise Unknown(key)
         out[key] = frozenset(v)
     req = out["requires"]
     if not isinstance(req, (tuple, list)) or not all(
             isinstance(g, (tuple, list)) and all(isinstance(s, str) for s in g) for g in req):
-        raise _Unknown("requires")
+        raise Unknown("requires")
     out["requires"] = tuple(tuple(g) for g in req)
     if not isinstance(out["code"], str) or not isinstance(out["name"], str):
-        raise _Unknown("code")
+        raise Unknown("code")
     if not isinstance(out["default_enabled"], bool):
-        raise _Unknown("default_enabled")
+        raise Unknown("default_enabled")
     return out
 
 
@@ -389,11 +246,11 @@ class _ClassInfo:
     methods: set[str]
 
 
-def _rule_classes(reader: _ModuleReader) -> dict[str, _ClassInfo] | None:
+def _rule_classes(reader: ModuleReader) -> dict[str, _ClassInfo] | None:
     """The classes of a module that derive from `Rule`, by name; None when unsure."""
-    if hasattr(reader, "_classes"):
-        return reader._classes  # type: ignore[attr-defined]
-    reader._classes = None  # type: ignore[attr-defined]   # cycle guard
+    if reader.classes_read:
+        return reader.classes
+    reader.classes_read = True   # cycle guard: None until read
     out: dict[str, _ClassInfo] = {}
     not_rules: list[str] = []
     for stmt in reader.tree.body:
@@ -426,7 +283,7 @@ def _rule_classes(reader: _ModuleReader) -> dict[str, _ClassInfo] | None:
             return None
         base = rule_bases[0]
         if base == "Rule":
-            defaults = reader.index.defaults
+            defaults = cast(_SourceIndex, reader.index).defaults   # the index that made the reader
             if defaults is None:
                 return None
             inherited, methods = dict(defaults), set()
@@ -437,7 +294,7 @@ def _rule_classes(reader: _ModuleReader) -> dict[str, _ClassInfo] | None:
             return None
         inherited.update(attrs)
         out[stmt.name] = _ClassInfo(inherited, methods | own)
-    reader._classes = out  # type: ignore[attr-defined]
+    reader.classes = out
     for name, info in out.items():
         reader.env[name] = info
         reader.unknown.discard(name)
@@ -448,7 +305,7 @@ def _rule_classes(reader: _ModuleReader) -> dict[str, _ClassInfo] | None:
     return out
 
 
-def _may_be_rule(reader: _ModuleReader, name: str) -> bool:
+def _may_be_rule(reader: ModuleReader, name: str) -> bool:
     """Whether an unknown base name could be a rule class: anything imported from
     patchaudit or the pack could; standard-library and third-party names cannot
     (a rule class always derives from patchaudit.lint.rule.Rule)."""
@@ -473,7 +330,7 @@ def read_module(index: _SourceIndex, modname: str, base_defaults: dict[str, Any]
     for cls_name, info in classes.items():
         try:
             a = _normalise(info.attrs)
-        except _Unknown:
+        except Unknown:
             return None
         if not a["code"]:
             continue   # an abstract helper base; its subclasses are the rules
@@ -557,28 +414,13 @@ def build_index(*, static: bool = True) -> dict[str, RuleMeta]:
 
 
 def _imported_metas(modname: str) -> list[RuleMeta]:
-    from patchaudit.lint.rule import _is_rule_class
+    from patchaudit.lint.rule import is_rule_class
 
     module = importlib.import_module(modname)
-    return [RuleMeta.from_class(obj) for obj in vars(module).values() if _is_rule_class(obj, modname)]
+    return [RuleMeta.from_class(obj) for obj in vars(module).values() if is_rule_class(obj, modname)]
 
 
 _INDEX: dict[str, RuleMeta] | None = None
-
-
-def user_cache_dir() -> str | None:
-    """The per-user folder for what depends on the installed patchaudit alone (the rule
-    index), as black keeps its cache: `$XDG_CACHE_HOME/patchaudit/<version>`, else
-    `~/.cache/patchaudit/<version>`; None without a home."""
-    from patchaudit import __version__
-
-    base = os.environ.get("XDG_CACHE_HOME") or ""
-    if not os.path.isabs(base):
-        home = os.path.expanduser("~")
-        if home == "~" or not os.path.isabs(home):
-            return None
-        base = os.path.join(home, ".cache")
-    return os.path.join(base, "patchaudit", __version__)
 
 
 def rule_index(cache_root: str | None = None) -> dict[str, RuleMeta]:
@@ -589,7 +431,7 @@ def rule_index(cache_root: str | None = None) -> dict[str, RuleMeta]:
     in the run's `.patchaudit_cache/`: a scan of a tree never checked before does
     not read the rule sources again.  A copy missing from `cache_root` is written
     there even when the index comes from memory.  Copies are read and written
-    through `patchaudit.pipeline.cache.read_file`/`atomic_write`: never through a symlink
+    through `patchaudit.files.usercache.read_file`/`atomic_write`: never through a symlink
     below the cache's trusted folders, and only sealed copies are unpickled."""
     global _INDEX
     if _INDEX is not None and (cache_root is None or os.path.lexists(os.path.join(cache_root, "rule-index.pickle"))):
@@ -597,8 +439,6 @@ def rule_index(cache_root: str | None = None) -> dict[str, RuleMeta]:
     if cache_root is None:
         _INDEX = build_index()
         return _INDEX
-    from patchaudit.pipeline.cache import atomic_write, read_file, seal, unseal
-
     stamp = (sys.version_info[:2], source_stamp())
     paths = list(dict.fromkeys(os.path.join(d, "rule-index.pickle") for d in (cache_root, user_cache_dir()) if d))
     missing = []   # paths without this index: absent, stale or unreadable
@@ -660,3 +500,40 @@ def select_codes(rules: Mapping[str, Any], select: Iterable[str] | None = None, 
     chosen |= expand(extend_select)
     chosen -= expand(ignore)
     return sorted(chosen)
+
+
+# --------------------------------------------------------------------------
+# the rule classes themselves (importing them imports libcst)
+
+_REGISTRY: dict[str, type[Rule]] | None = None
+
+
+def all_rules() -> dict[str, type[Rule]]:
+    """Every rule of the built-in pack, by code (sorted)."""
+    global _REGISTRY
+    if _REGISTRY is None:
+        import pkgutil
+
+        import patchaudit.rules as pack
+        from patchaudit.lint.rule import is_rule_class
+
+        found: dict[str, type[Rule]] = {}
+        for info in pkgutil.iter_modules(pack.__path__):
+            if info.name.startswith("_"):
+                continue
+            module = importlib.import_module(f"{pack.__name__}.{info.name}")
+            for obj in vars(module).values():
+                if is_rule_class(obj, module.__name__):
+                    if obj.code in found:
+                        raise RuntimeError(f"rule code {obj.code} defined twice "
+                                           f"({found[obj.code].__module__}, {module.__name__})")
+                    found[obj.code] = obj
+        _REGISTRY = dict(sorted(found.items()))
+    return _REGISTRY
+
+
+def select_rules(select: Iterable[str] | None = None, ignore: Iterable[str] = (),
+                 extend_select: Iterable[str] = ()) -> list[type[Rule]]:
+    """Resolve codes and prefixes (`PA1`, `PA`, `ALL`) the way ruff does."""
+    rules = all_rules()   # the same resolution as on the libcst-free index (`select_codes`)
+    return [rules[c] for c in select_codes(rules, select, ignore, extend_select)]

@@ -152,6 +152,49 @@ def _str_list(path: Path, key: str, value: Any) -> list[str]:
     return list(value)
 
 
+def _set_engines(s: Settings, path: Path, value: Any) -> None:
+    """`engines = {name = source | {source, strip}}`: appended to `s.engines`."""
+    if not isinstance(value, dict):
+        raise ConfigError(f"{path}: [tool.patchaudit] engines: expected a table of name = source")
+    for name, spec in value.items():
+        if isinstance(spec, str):
+            s.engines.append(EngineSpec(name, _resolve(path, spec)))
+        elif isinstance(spec, dict):
+            extra = set(spec) - {"source", "strip"}
+            if extra or "source" not in spec:
+                raise ConfigError(f"{path}: [tool.patchaudit] engines.{name}: expected keys "
+                                  f"'source' and optional 'strip', got {sorted(spec)}")
+            if not isinstance(spec["source"], str):
+                raise ConfigError(f"{path}: [tool.patchaudit] engines.{name}.source: expected a "
+                                  f"path string, got {spec['source']!r}")
+            strip = spec.get("strip")
+            if strip is not None and (not isinstance(strip, int) or isinstance(strip, bool) or strip < 0):
+                raise ConfigError(f"{path}: [tool.patchaudit] engines.{name}.strip: expected a "
+                                  f"non-negative integer, got {strip!r}")
+            s.engines.append(EngineSpec(name, _resolve(path, spec["source"]), strip))
+        else:
+            raise ConfigError(f"{path}: [tool.patchaudit] engines.{name}: expected a string or a table")
+
+
+def _set_limit(s: Settings, path: Path, key: str, value: Any) -> None:
+    """`max-file-size`, `max-nesting`, `max-parse-size`: a positive integer, at most the hard limit."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ConfigError(f"{path}: [tool.patchaudit] {key}: expected a positive integer, got {value!r}")
+    attr = key.replace("-", "_")
+    cap, why = ((HARD_MAX_NESTING, "deeper Python crashes libcst's native parser")
+                if key == "max-nesting" else (HARD_MAX_FILE_SIZE, "the largest a configuration may set"))
+    if key == "max-parse-size":
+        from patchaudit.inputs.pyast import HARD_MAX_PARSE_SIZE
+
+        cap, why = HARD_MAX_PARSE_SIZE, "libcst needs about 600 bytes of memory per byte it parses"
+    if value > cap:   # a safety limit the checked tree cannot raise
+        shown = str(value) if len(str(value)) <= 30 else f"{str(value)[:27]}..."
+        _refuse(s, path, key, f"[tool.patchaudit] {key} = {shown} is above the hard limit of {cap} "
+                              f"({why}): using the default, {getattr(s, attr)}")
+    else:
+        setattr(s, attr, value)
+
+
 def load_pyproject(path: Path | str) -> Settings:
     path = Path(path)
     doc = _read_toml(path)
@@ -180,26 +223,7 @@ def load_pyproject(path: Path | str) -> Settings:
                 raise ConfigError(f"{path}: [tool.patchaudit] per-file-ignores: expected a table of glob = [codes]")
             s.per_file_ignores = {g: _str_list(path, f"per-file-ignores.{g}", v) for g, v in value.items()}
         elif key == "engines":
-            if not isinstance(value, dict):
-                raise ConfigError(f"{path}: [tool.patchaudit] engines: expected a table of name = source")
-            for name, spec in value.items():
-                if isinstance(spec, str):
-                    s.engines.append(EngineSpec(name, _resolve(path, spec)))
-                elif isinstance(spec, dict):
-                    extra = set(spec) - {"source", "strip"}
-                    if extra or "source" not in spec:
-                        raise ConfigError(f"{path}: [tool.patchaudit] engines.{name}: expected keys "
-                                          f"'source' and optional 'strip', got {sorted(spec)}")
-                    if not isinstance(spec["source"], str):
-                        raise ConfigError(f"{path}: [tool.patchaudit] engines.{name}.source: expected a "
-                                          f"path string, got {spec['source']!r}")
-                    strip = spec.get("strip")
-                    if strip is not None and (not isinstance(strip, int) or isinstance(strip, bool) or strip < 0):
-                        raise ConfigError(f"{path}: [tool.patchaudit] engines.{name}.strip: expected a "
-                                          f"non-negative integer, got {strip!r}")
-                    s.engines.append(EngineSpec(name, _resolve(path, spec["source"]), strip))
-                else:
-                    raise ConfigError(f"{path}: [tool.patchaudit] engines.{name}: expected a string or a table")
+            _set_engines(s, path, value)
         elif key == "rules":
             if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
                 raise ConfigError(f"{path}: [tool.patchaudit] rules: expected tables [tool.patchaudit.rules.CODE]")
@@ -227,21 +251,7 @@ def load_pyproject(path: Path | str) -> Settings:
             s.cache_dir = os.path.join(os.path.dirname(os.path.abspath(path)), value)
             s.cache_dir_origin = (str(path), _key_line(path, "cache-dir"), value)
         elif key in ("max-file-size", "max-nesting", "max-parse-size"):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigError(f"{path}: [tool.patchaudit] {key}: expected a positive integer, got {value!r}")
-            attr = key.replace("-", "_")
-            cap, why = ((HARD_MAX_NESTING, "deeper Python crashes libcst's native parser")
-                        if key == "max-nesting" else (HARD_MAX_FILE_SIZE, "the largest a configuration may set"))
-            if key == "max-parse-size":
-                from patchaudit.inputs.pyast import HARD_MAX_PARSE_SIZE
-
-                cap, why = HARD_MAX_PARSE_SIZE, "libcst needs about 600 bytes of memory per byte it parses"
-            if value > cap:   # a safety limit the checked tree cannot raise
-                shown = str(value) if len(str(value)) <= 30 else f"{str(value)[:27]}..."
-                _refuse(s, path, key, f"[tool.patchaudit] {key} = {shown} is above the hard limit of {cap} "
-                                      f"({why}): using the default, {getattr(s, attr)}")
-            else:
-                setattr(s, attr, value)
+            _set_limit(s, path, key, value)
     _check_rules(path, s)
     return s
 
@@ -253,7 +263,7 @@ def _rule_catalogue(s: Settings):
     try:
         from patchaudit.config.registry import rule_index, user_cache_dir
     except ImportError:  # pragma: no cover - the index is an optimisation
-        from patchaudit.lint.rule import all_rules
+        from patchaudit.config.registry import all_rules
 
         rules = all_rules()
         return list(rules), rules.__getitem__
@@ -280,13 +290,13 @@ def _check_rules(path: Path, s: Settings) -> None:
     for glob, values in s.per_file_ignores.items():
         codes(f"per-file-ignores.{glob!r}", values)
     if s.exclude:
-        from patchaudit.inputs.discover import _spec_from_lines
+        from patchaudit.inputs.discover import spec_from_lines
 
         kept = []
         for pattern in s.exclude:
             unsafe: list = []
             try:
-                _spec_from_lines([pattern], source=str(path), problems=unsafe)
+                spec_from_lines([pattern], source=str(path), problems=unsafe)
             except Exception as exc:
                 raise ConfigError(f"{path}: [tool.patchaudit] exclude: bad pattern {pattern!r}: {exc}") from None
             if unsafe:   # without re2: a pattern that would backtrack for ever is dropped

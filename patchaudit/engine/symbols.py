@@ -7,297 +7,20 @@ means reading many engine files that no rule runs on, so they are indexed with
 the stdlib `ast` (about ten times faster than libcst, and only definitions and
 calls are needed: no formatting, no metadata), lazily, one module at a time,
 and cached per engine source.
+
+What one module defines (`ModuleIndex`, `FuncInfo`, `ClassInfo`, `Param`,
+`index_module`, `parse_python`) is patchaudit/engine/definitions.py; this module
+holds the engine-wide lookups (`EngineIndex`) and the calls: what a callee
+resolves to, and upstream's own call sites.
 """
 
 from __future__ import annotations
 
 import ast
-import bisect
-import warnings
-from dataclasses import dataclass, field
-from typing import Iterator
+from dataclasses import dataclass
 
-
-@dataclass(frozen=True)
-class Param:
-    name: str
-    kind: str            # positional_only | positional | vararg | keyword_only | varkw
-    has_default: bool
-
-
-@dataclass
-class FuncInfo:
-    name: str
-    qualname: str                 # Class.method or function
-    path: str                     # engine-relative path
-    line: int
-    end_line: int
-    params: list[Param]
-    is_async: bool
-    decorators: list[str] = field(default_factory=list)
-    module: str | None = None
-
-    @property
-    def where(self) -> str:
-        return f"{self.path}:{self.line}"
-
-    @property
-    def is_method(self) -> bool:
-        return "." in self.qualname
-
-    @property
-    def is_static(self) -> bool:
-        return "staticmethod" in self.decorators
-
-    @property
-    def is_classmethod(self) -> bool:
-        return "classmethod" in self.decorators
-
-    def bound_params(self) -> list[Param]:
-        """Parameters as a caller sees them (without self/cls for methods)."""
-        ps = list(self.params)
-        if self.is_method and not self.is_static and ps and ps[0].kind in ("positional_only", "positional"):
-            ps = ps[1:]
-        return ps
-
-    def param_index(self, name: str) -> int | None:
-        """Position of `name` among the positional parameters a caller passes, or None."""
-        k = 0
-        for p in self.bound_params():
-            if p.kind not in ("positional_only", "positional"):
-                if p.name == name:
-                    return 10 ** 6  # keyword-only: never reached positionally
-                continue
-            if p.name == name:
-                return k
-            k += 1
-        for p in self.bound_params():
-            if p.name == name:
-                return 10 ** 6
-        return None
-
-    def accepts_any_keyword(self) -> bool:
-        return any(p.kind == "varkw" for p in self.params)
-
-    def accepts_any_positional(self) -> bool:
-        return any(p.kind == "vararg" for p in self.params)
-
-    def signature(self) -> str:
-        out = []
-        for p in self.params:
-            s = {"vararg": "*", "varkw": "**"}.get(p.kind, "") + p.name
-            if p.has_default:
-                s += "=..."
-            out.append(s)
-        return f"{'async ' if self.is_async else ''}def {self.name}({', '.join(out)})"
-
-
-@dataclass
-class ClassInfo:
-    name: str
-    qualname: str
-    path: str
-    line: int
-    end_line: int
-    bases: list[str]              # dotted expressions as written
-    methods: dict[str, FuncInfo] = field(default_factory=dict)
-    attributes: set[str] = field(default_factory=set)   # class-level assignments
-
-
-@dataclass
-class ModuleIndex:
-    path: str
-    module: str | None
-    classes: dict[str, ClassInfo] = field(default_factory=dict)       # by qualname
-    functions: dict[str, FuncInfo] = field(default_factory=dict)     # top-level
-    imports: dict[str, str] = field(default_factory=dict)            # local name -> dotted target
-    assigned: set[str] = field(default_factory=set)                  # top-level names assigned
-    tree: ast.Module | None = None
-    error: str | None = None
-    _spans: tuple[list[int], list[tuple[int, int, str, int]]] | None = field(
-        default=None, init=False, repr=False, compare=False)
-
-    def symbol_at(self, line: int) -> str | None:
-        """The innermost class/function enclosing `line` ("Class.method").
-
-        The spans of every definition are gathered once per module (sorted by
-        first line, each with its parent) and each lookup is a bisection plus a
-        walk up the parents: a patch of thousands of hunks against a module of
-        100k statements costs milliseconds, not one walk of the module per hunk."""
-        if self.tree is None:
-            return None
-        spans = self._spans
-        if spans is None:
-            spans = self._spans = _definition_spans(self.tree)
-        i = bisect.bisect_right(spans[0], line) - 1
-        while i >= 0:
-            start, end, name, parent = spans[1][i]
-            if start <= line <= end:
-                return name
-            i = parent
-        return None
-
-    def find_class(self, name: str) -> ClassInfo | None:
-        return self.classes.get(name) or next(
-            (c for q, c in self.classes.items() if q.rsplit(".", 1)[-1] == name), None)
-
-
-def _definition_spans(tree: ast.AST) -> tuple[list[int], list[tuple[int, int, str, int]]]:
-    """(starts, [(start, end, qualified name, index of the enclosing span or -1)]),
-    sorted by start: every class and function, decorators included, found through
-    compound statements (`if`, `try`, `with`, ...) as well.  Definitions nest or
-    are disjoint, so the innermost one around a line is the last span starting
-    at or before it, or one of that span's parents."""
-    found: list[tuple[int, int, str, int]] = []
-
-    def walk(node: ast.AST, prefix: str, parent: int) -> None:
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                start = min([child.lineno] + [d.lineno for d in child.decorator_list])
-                end = getattr(child, "end_lineno", None) or child.lineno
-                name = f"{prefix}.{child.name}" if prefix else child.name
-                found.append((start, end, name, parent))
-                walk(child, name, len(found) - 1)
-            elif hasattr(child, "body") or isinstance(child, (ast.If, ast.Try, ast.With)):
-                walk(child, prefix, parent)
-
-    walk(tree, "", -1)
-    order = sorted(range(len(found)), key=lambda k: (found[k][0], -found[k][1]))
-    where = {old: new for new, old in enumerate(order)}
-    spans = [(s, e, n, where[p] if p >= 0 else -1) for s, e, n, p in (found[k] for k in order)]
-    return [s[0] for s in spans], spans
-
-
-def _params(args: ast.arguments) -> list[Param]:
-    out: list[Param] = []
-    pos = list(args.posonlyargs) + list(args.args)
-    n_def = len(args.defaults)
-    for i, a in enumerate(pos):
-        kind = "positional_only" if i < len(args.posonlyargs) else "positional"
-        out.append(Param(a.arg, kind, i >= len(pos) - n_def))
-    if args.vararg:
-        out.append(Param(args.vararg.arg, "vararg", False))
-    for a, d in zip(args.kwonlyargs, args.kw_defaults):
-        out.append(Param(a.arg, "keyword_only", d is not None))
-    if args.kwarg:
-        out.append(Param(args.kwarg.arg, "varkw", False))
-    return out
-
-
-def dotted_name(node: ast.AST) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        base = dotted_name(node.value)
-        return f"{base}.{node.attr}" if base else None
-    if isinstance(node, ast.Subscript):  # Generic[T] bases
-        return dotted_name(node.value)
-    if isinstance(node, ast.Call):
-        return dotted_name(node.func)
-    return None
-
-
-def _decorators(node) -> list[str]:
-    out = []
-    for d in node.decorator_list:
-        name = dotted_name(d)
-        if name:
-            out.append(name.rsplit(".", 1)[-1] if name.endswith(("staticmethod", "classmethod")) else name)
-    return out
-
-
-def parse_python(text: str) -> ast.Module | None:
-    """`ast.parse(text)`, or None when it does not parse or is over the parse budget
-    (`max-parse-size`, patchaudit/inputs/pyast.py): a huge engine file is not indexed."""
-    from patchaudit.inputs.pyast import over_limit
-
-    if over_limit(text) is not None:
-        return None
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
-
-
-def index_module(path: str, text: str, module: str | None = None, tree: ast.Module | None = None) -> ModuleIndex:
-    """Index `text`; `tree`, when the caller has parsed it already, saves a second parse."""
-    idx = ModuleIndex(path=path, module=module)
-    if tree is None:
-        tree = parse_python(text)
-    if tree is None:
-        idx.error = "does not parse"
-        return idx
-    idx.tree = tree
-    package = module.rsplit(".", 1)[0] if module and not path.endswith("__init__.py") else module
-
-    def func(node, prefix: str) -> FuncInfo:
-        q = f"{prefix}.{node.name}" if prefix else node.name
-        return FuncInfo(node.name, q, path, node.lineno, getattr(node, "end_lineno", node.lineno),
-                        _params(node.args), isinstance(node, ast.AsyncFunctionDef), _decorators(node), module)
-
-    def visit_class(node: ast.ClassDef, prefix: str) -> None:
-        q = f"{prefix}.{node.name}" if prefix else node.name
-        ci = ClassInfo(node.name, q, path, node.lineno, getattr(node, "end_lineno", node.lineno),
-                       [b for b in (dotted_name(x) for x in node.bases) if b])
-        idx.classes[q] = ci
-        for stmt in _flat(node.body):
-            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                # a later definition (e.g. a property setter) wins, as at run time
-                ci.methods[stmt.name] = func(stmt, q)
-            elif isinstance(stmt, ast.ClassDef):
-                visit_class(stmt, q)
-            elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
-                targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-                for t in targets:
-                    if isinstance(t, ast.Name):
-                        ci.attributes.add(t.id)
-
-    for stmt in _flat(tree.body):
-        if isinstance(stmt, ast.ClassDef):
-            visit_class(stmt, "")
-        elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            idx.functions[stmt.name] = func(stmt, "")
-        elif isinstance(stmt, ast.Import):
-            for a in stmt.names:
-                if a.asname:
-                    idx.imports[a.asname] = a.name
-                else:
-                    top = a.name.split(".")[0]
-                    idx.imports[top] = top
-        elif isinstance(stmt, ast.ImportFrom):
-            base = stmt.module or ""
-            if stmt.level:
-                parts = (package or "").split(".")
-                keep = parts[: len(parts) - (stmt.level - 1)] if stmt.level > 1 else parts
-                base = ".".join([p for p in keep if p] + ([stmt.module] if stmt.module else []))
-            for a in stmt.names:
-                if a.name == "*":
-                    continue
-                idx.imports[a.asname or a.name] = f"{base}.{a.name}" if base else a.name
-        elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
-            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-            for t in targets:
-                if isinstance(t, ast.Name):
-                    idx.assigned.add(t.id)
-    return idx
-
-
-def _flat(body: list[ast.stmt]) -> Iterator[ast.stmt]:
-    """Statements of a body, looking into if/try blocks (version-dependent definitions)."""
-    for stmt in body:
-        if isinstance(stmt, ast.If):
-            yield from _flat(stmt.body)
-            yield from _flat(stmt.orelse)
-        elif isinstance(stmt, ast.Try):
-            yield from _flat(stmt.body)
-            for h in stmt.handlers:
-                yield from _flat(h.body)
-            yield from _flat(stmt.orelse)
-            yield from _flat(stmt.finalbody)
-        else:
-            yield stmt
+from patchaudit.engine.definitions import ClassInfo, FuncInfo, ModuleIndex, Param, index_module
+from patchaudit.inputs import astnames
 
 
 class EngineIndex:
@@ -510,15 +233,7 @@ class CallSite:
 
 def ast_callee(func: ast.AST) -> str | None:
     """`self.a(...)` -> "self.a", `super().f(...)` -> "super().f", `m.C(...)` -> "m.C"."""
-    if isinstance(func, ast.Attribute):
-        value = func.value
-        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "super":
-            return f"super().{func.attr}"
-        base = ast_callee(value) if isinstance(value, (ast.Name, ast.Attribute)) else None
-        return f"{base}.{func.attr}" if base else None
-    if isinstance(func, ast.Name):
-        return func.id
-    return None
+    return astnames.dotted(func, astnames.SUPER)
 
 
 def ast_call_shape(call: ast.Call) -> CallShape:
@@ -618,7 +333,7 @@ def call_sites(index: "EngineIndex", func: FuncInfo) -> list[CallSite]:
         mod = index.module_by_path(path)
         if mod is None or mod.tree is None:
             continue
-        for call, class_q, symbol in _calls_in(mod.tree):
+        for call, class_q, symbol in calls_in(mod.tree):
             callee = ast_callee(call.func)
             if callee is None or callee.rsplit(".", 1)[-1] != target_name:
                 continue
@@ -629,7 +344,7 @@ def call_sites(index: "EngineIndex", func: FuncInfo) -> list[CallSite]:
     return out
 
 
-def _calls_in(tree: ast.AST):
+def calls_in(tree: ast.AST):
     """(Call node, enclosing class qualname, enclosing symbol) for every call of a module."""
     stack: list[tuple[ast.AST, str | None, str | None]] = [(tree, None, None)]
     while stack:

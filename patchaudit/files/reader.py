@@ -18,6 +18,12 @@ and cache files -- is read here, with the same guards:
   read, and so is the output of a decompressing reader (`.gz`, `.bz2`, `.xz`):
   a small archive that inflates to gigabytes stops at the limit.
 
+The engine sources (a folder, a wheel, an sdist) open their files here too:
+`open_regular` with no size bound gives them a guarded, seekable file of an
+archive, `decompressing` and `BoundedStream` the bounded decompression of an
+sdist, which raises the engine's own error past its budget (`too_much`) and
+lets the decompressor's errors through unchanged (`wrap_errors=False`).
+
 Callers catch `ReadError` and report it as an error of the file (exit code 2);
 the rest of the run goes on.  Nothing here writes.
 """
@@ -31,7 +37,8 @@ import io
 import lzma
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import IO
 
 #: the default bound of one read (the `max-file-size` setting's default)
 DEFAULT_LIMIT = 64 * 1024 * 1024
@@ -50,15 +57,22 @@ _KIND = {
 class ReadError(OSError):
     """A file that is not read, with the reason; `str()` is `path: reason`."""
 
-    def __init__(self, path: str, reason: str, line: int | None = None):
+    def __init__(self, path: str, reason: str, line: int | None = None, *,
+                 cause: BaseException | None = None):
         super().__init__(reason)
         self.path = path
         self.reason = reason
         self.line = line
+        #: the error of the operating system or of the decompressor behind this one, if any
+        self.cause = cause
 
     def __str__(self) -> str:
         where = f"{self.path}:{self.line}" if self.line else self.path
         return f"{where}: {self.reason}"
+
+
+class TooLarge(ReadError):
+    """A file (or what it decompresses to) over the limit of the read."""
 
 
 def kind_of(mode: int) -> str | None:
@@ -82,7 +96,7 @@ def check_regular(path: str, root: str | None = None) -> os.stat_result:
     try:
         st = os.stat(path)
     except OSError as exc:
-        raise ReadError(path, _os_reason(path, exc)) from None
+        raise ReadError(path, _os_reason(path, exc), cause=exc) from None
     what = kind_of(st.st_mode)
     if what is not None:
         raise ReadError(path, f"{what}, not a regular file: not read")
@@ -94,33 +108,35 @@ def check_regular(path: str, root: str | None = None) -> os.stat_result:
 
 
 def _too_big(path: str, size: int | str, limit: int) -> ReadError:
-    return ReadError(path, f"file is {size} bytes, over the limit of {limit}")
+    return TooLarge(path, f"file is {size} bytes, over the limit of {limit}")
 
 
-def _open_checked(path: str, limit: int, root: str | None) -> tuple[int, os.stat_result]:
-    """A descriptor of a checked regular file no larger than `limit`, and its stat:
-    checked before it is opened (a FIFO is never opened) and again on the open
-    descriptor (a path swapped for a FIFO or a device in between is refused)."""
+def _open_checked(path: str, limit: int | None, root: str | None) -> tuple[int, os.stat_result]:
+    """A descriptor of a checked regular file no larger than `limit` (None: any
+    size), and its stat: checked before it is opened (a FIFO is never opened) and
+    again on the open descriptor (a path swapped for a FIFO or a device in
+    between is refused)."""
     st = check_regular(path, root)
-    if st.st_size > limit:
+    if limit is not None and st.st_size > limit:
         raise _too_big(path, st.st_size, limit)
     try:
         fd = os.open(path, _READ_FLAGS)
     except OSError as exc:
-        raise ReadError(path, _os_reason(path, exc)) from None
+        raise ReadError(path, _os_reason(path, exc), cause=exc) from None
     try:
         what = kind_of(os.fstat(fd).st_mode)
     except OSError as exc:
         os.close(fd)
-        raise ReadError(path, _os_reason(path, exc)) from None
+        raise ReadError(path, _os_reason(path, exc), cause=exc) from None
     if what is not None:
         os.close(fd)
         raise ReadError(path, f"{what}, not a regular file: not read")
     return fd, st
 
 
-def open_regular(path: str, limit: int = DEFAULT_LIMIT, root: str | None = None) -> io.BufferedReader:
-    """An open binary file object for a checked regular file no larger than `limit`.
+def open_regular(path: str, limit: int | None = DEFAULT_LIMIT, root: str | None = None) -> io.BufferedReader:
+    """An open binary file object for a checked regular file no larger than `limit`
+    (None: of any size, for an archive read in place, whose members are bounded).
 
     The caller still bounds how much it reads (a file may grow); `read_bytes`
     does both."""
@@ -149,7 +165,7 @@ def read_bytes(path: str, limit: int = DEFAULT_LIMIT, root: str | None = None) -
             chunks.append(chunk)
             left -= len(chunk)
     except OSError as exc:
-        raise ReadError(path, _os_reason(path, exc)) from None
+        raise ReadError(path, _os_reason(path, exc), cause=exc) from None
     finally:
         os.close(fd)
     data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
@@ -172,11 +188,22 @@ def read_text(path: str, limit: int = DEFAULT_LIMIT, root: str | None = None) ->
     return decode_utf8(path, read_bytes(path, limit, root))
 
 
-class _Bounded(io.RawIOBase):
-    """A decompressed stream that raises `ReadError` past `limit` bytes."""
+try:
+    from zlib import error as zlib_error
+except ImportError:  # pragma: no cover
+    zlib_error = OSError  # type: ignore[misc,assignment]
 
-    def __init__(self, path: str, raw, limit: int):
+
+class BoundedStream(io.RawIOBase):
+    """A (decompressed) stream that raises past `limit` bytes: `ReadError`, or
+    what `too_much()` returns.  The decompressor's errors become a `ReadError`
+    ("cannot decompress"), or go through unchanged when `wrap_errors` is False.
+    Closing it closes `raw` and then `base`, the file under a decompressor."""
+
+    def __init__(self, path: str, raw, limit: int, *, base: IO[bytes] | None = None,
+                 too_much: Callable[[], Exception] | None = None, wrap_errors: bool = True):
         self._path, self._raw, self._limit, self._seen = path, raw, limit, 0
+        self._base, self._too_much, self._wrap = base, too_much, wrap_errors
 
     def readable(self) -> bool:
         return True
@@ -185,24 +212,38 @@ class _Bounded(io.RawIOBase):
         try:
             data = self._raw.read(len(b))
         except (EOFError, OSError, lzma.LZMAError, zlib_error) as exc:
-            raise ReadError(self._path, f"cannot decompress: {exc}") from None
+            if not self._wrap:
+                raise
+            raise ReadError(self._path, f"cannot decompress: {exc}", cause=exc) from None
         self._seen += len(data)
         if self._seen > self._limit:
-            raise ReadError(self._path, f"decompresses to more than {self._limit} bytes (the limit)")
+            if self._too_much is not None:
+                raise self._too_much()
+            raise TooLarge(self._path, f"decompresses to more than {self._limit} bytes (the limit)")
         b[: len(data)] = data
         return len(data)
 
     def close(self) -> None:
         try:
             self._raw.close()
+            if self._base is not None and self._base is not self._raw:
+                self._base.close()
         finally:
             super().close()
 
 
-try:
-    from zlib import error as zlib_error
-except ImportError:  # pragma: no cover
-    zlib_error = OSError  # type: ignore[misc,assignment]
+def decompressing(fh: io.BufferedReader):
+    """A reader of `fh` decompressed on the fly when it starts with a gzip, bzip2
+    or xz signature; `fh` itself otherwise.  Closing a decompressor leaves `fh`
+    open (`BoundedStream` closes both)."""
+    magic = fh.peek(6)[:6]
+    if magic[:2] == b"\x1f\x8b":
+        return gzip.GzipFile(fileobj=fh, mode="rb")
+    if magic[:3] == b"BZh":
+        return bz2.BZ2File(fh, "rb")
+    if magic == b"\xfd7zXZ\x00":
+        return lzma.LZMAFile(fh, "rb")
+    return fh
 
 
 def open_maybe_compressed(path: str, limit: int = DEFAULT_LIMIT, *,
@@ -214,16 +255,7 @@ def open_maybe_compressed(path: str, limit: int = DEFAULT_LIMIT, *,
     are bounded: reading past either raises `ReadError`."""
     fh = open_regular(path, compressed_limit or limit, root)
     try:
-        magic = fh.peek(6)[:6]
-        if magic[:2] == b"\x1f\x8b":
-            raw = gzip.GzipFile(fileobj=fh, mode="rb")
-        elif magic[:3] == b"BZh":
-            raw = bz2.BZ2File(fh, "rb")
-        elif magic == b"\xfd7zXZ\x00":
-            raw = lzma.LZMAFile(fh, "rb")
-        else:
-            return io.BufferedReader(_Bounded(path, fh, limit), 1 << 16)
-        return io.BufferedReader(_Bounded(path, raw, limit), 1 << 16)
+        return io.BufferedReader(BoundedStream(path, decompressing(fh), limit, base=fh), 1 << 16)
     except BaseException:
         fh.close()
         raise

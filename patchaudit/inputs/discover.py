@@ -29,8 +29,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from patchaudit.model.findings import FileError
 from patchaudit.files.reader import ReadError, check_regular, open_regular, read_bytes
+from patchaudit.model.findings import FileError
 
 #: a .gitignore larger than this is refused (git itself refuses 100 MB ones; real ones are a few KB)
 MAX_IGNORE_FILE = 1024 * 1024
@@ -74,7 +74,8 @@ class SourceFile:
     kind: str
 
 
-def _display(p: Path) -> str:
+def display(p: Path) -> str:
+    """`p` as it is reported: relative to the cwd, unless that starts with ".."."""
     try:
         rel = os.path.relpath(p)
     except ValueError:
@@ -170,8 +171,8 @@ def _safe_for_backtracking(pattern: str) -> str | None:
             f"(Python's re would backtrack exponentially; install google-re2); pattern ignored")
 
 
-def _spec_from_lines(lines: list[str], *, backend: str | None = None, source: str | None = None,
-                     problems: list | None = None, first_line: int = 1, line_numbers: list | None = None):
+def spec_from_lines(lines: list[str], *, backend: str | None = None, source: str | None = None,
+                    problems: list | None = None, first_line: int = 1, line_numbers: list | None = None):
     """A gitignore-style matcher (pathspec); also validates patterns for the configuration.
 
     With the Python backend (no re2), a pattern that could backtrack exponentially is
@@ -251,7 +252,7 @@ class _Ignores:
         # a .gitignore folder is no .gitignore; anything else that is not a regular file
         # (a FIFO, a device, a dangling link) or is too large is an error naming it
         if listed and os.path.lexists(gi) and not os.path.isdir(gi):
-            shown = _display(Path(gi))
+            shown = display(Path(gi))
             try:
                 data = read_bytes(gi, MAX_IGNORE_FILE)
             except ReadError as exc:
@@ -260,8 +261,8 @@ class _Ignores:
                                               " (a .gitignore; its patterns are not applied)")))
             else:
                 try:
-                    spec = _spec_from_lines(data.decode("utf-8", "replace").splitlines(), source=shown,
-                                            problems=self.errors)
+                    spec = spec_from_lines(data.decode("utf-8", "replace").splitlines(), source=shown,
+                                           problems=self.errors)
                 except ValueError:
                     spec = None
         self._specs[folder] = spec
@@ -307,7 +308,7 @@ def _repo_top(start: Path) -> Path:
         p = p.parent
 
 
-# How a walked folder's display path (see `_display`) relates to the cwd:
+# How a walked folder's display path (see `display`) relates to the cwd:
 _UNDER, _ABOVE, _ASIDE = 0, 1, 2  # the cwd or below it / a parent of the cwd / elsewhere
 
 
@@ -333,42 +334,74 @@ def discover(paths: list[str], exclude: list[str] | None = None) -> tuple[list[S
     .gitignore matching and duplicates), where it lies from the cwd and its
     .gitignore matchers, so that a file costs no stat and no path parsing.
     """
-    files: list[SourceFile] = []
-    errors: list[FileError] = []
-    seen: set[str] = set()  # real paths
-    exclude_spec = None
-    if exclude:
-        exclude_spec = _spec_from_lines(exclude, source="[tool.patchaudit] exclude", problems=errors)
-    ignores = _Ignores(errors)
-    sep = os.sep
-
+    walk = _Walk(exclude)
     for raw in paths:
+        folder = walk.named(raw)
+        if folder is not None:
+            walk.tree(folder)
+    return walk.files, walk.errors
+
+
+@dataclass
+class _Folder:
+    """One listed folder of the walk, as its children need it."""
+
+    d_pre: str        # its path as given, with a separator ("" for ".")
+    dres_pre: str     # its real path, with a separator
+    where: int        # _UNDER, _ABOVE or _ASIDE
+    prefix: str       # _UNDER: its path relative to the cwd, with a separator ("" for the cwd)
+    as_given: bool    # _UNDER: that relative path starts with "..": shown as given (`display`)
+    matchers: list    # (prefix, spec) of its .gitignore chain (see `_matchers`)
+    chain: list       # its .gitignore chain, for its subfolders
+
+
+class _Walk:
+    """One `discover` run: the files found, the errors, the real paths seen."""
+
+    def __init__(self, exclude: list[str] | None) -> None:
+        self.files: list[SourceFile] = []
+        self.errors: list[FileError] = []
+        self.seen: set[str] = set()  # real paths
+        self.exclude_spec = None
+        if exclude:
+            self.exclude_spec = spec_from_lines(exclude, source="[tool.patchaudit] exclude", problems=self.errors)
+        self.ignores = _Ignores(self.errors)
+
+    def named(self, raw: str) -> Path | None:
+        """A path named on the command line: a file is taken (or refused) here; a folder
+        is returned, to walk."""
         p = Path(raw)
         try:
             st = os.stat(p)
         except OSError as exc:
             if exc.errno in (errno.ENOENT, errno.ENOTDIR) and not os.path.islink(p):
-                errors.append(FileError(raw, "no such file or directory"))
+                self.errors.append(FileError(raw, "no such file or directory"))
             else:   # a dangling symlink, a symlink loop, no permission: named, not a traceback
-                errors.append(FileError(raw, refusal(str(p))))
-            continue
+                self.errors.append(FileError(raw, refusal(str(p))))
+            return None
         if not stat.S_ISDIR(st.st_mode) and not stat.S_ISREG(st.st_mode):
             # a FIFO would block the run forever, a device never ends: never opened
-            errors.append(FileError(raw, refusal(str(p))))
-            continue
-        if not stat.S_ISDIR(st.st_mode):
-            kind = classify(raw) or (PYTHON if raw.endswith(".py") else None)
-            if kind is None:
-                # named explicitly but of no known kind: read as a patch if it looks like one
-                kind = PATCH if _looks_like_patch(p) else None
-            if kind is None:
-                errors.append(FileError(raw, "not a file patchaudit reads (.patch/.diff, .py, shell, Dockerfile, YAML, .env)"))
-                continue
-            key = str(p.resolve())
-            if key not in seen:
-                seen.add(key)
-                files.append(SourceFile(_display(p), kind))
-            continue
+            self.errors.append(FileError(raw, refusal(str(p))))
+            return None
+        if stat.S_ISDIR(st.st_mode):
+            return p
+        kind = classify(raw) or (PYTHON if raw.endswith(".py") else None)
+        if kind is None:
+            # named explicitly but of no known kind: read as a patch if it looks like one
+            kind = PATCH if _looks_like_patch(p) else None
+        if kind is None:
+            self.errors.append(FileError(raw, "not a file patchaudit reads (.patch/.diff, .py, shell, Dockerfile, "
+                                              "YAML, .env)"))
+            return None
+        key = str(p.resolve())
+        if key not in self.seen:
+            self.seen.add(key)
+            self.files.append(SourceFile(display(p), kind))
+        return None
+
+    def tree(self, p: Path) -> None:
+        """Walk the folder `p` named on the command line."""
+        sep = os.sep
         root = str(p.resolve())
         top = str(_repo_top(Path(root)))
         inside = root if root.endswith(sep) else root + sep  # a link must resolve below this
@@ -383,115 +416,134 @@ def discover(paths: list[str], exclude: list[str] | None = None) -> tuple[list[S
                     entries = list(it)
             except OSError:
                 continue  # as os.walk: an unreadable folder is skipped
-            dirs = []
-            others = []
-            has_gitignore = has_git = False
-            for entry in entries:
-                try:
-                    is_dir = entry.is_dir()
-                except OSError:
-                    is_dir = False
-                (dirs if is_dir else others).append(entry)
-                name = entry.name
-                if name[0] == ".":
-                    # confirmed by a stat below, as a case-insensitive filesystem would have it
-                    low = name.lower()
-                    if low == ".gitignore":
-                        has_gitignore = True
-                    elif low == ".git":
-                        has_git = True
-            # the .gitignore chain of this folder, as matchers for its children
-            if parent_chain is None:
-                chain = ignores.chain(dres, top)
-            else:
-                spec = ignores.spec(dres, has_gitignore)
-                chain = [(dres, spec)] if spec is not None else []
-                if not (has_git and os.path.exists(os.path.join(dres, ".git"))):
-                    chain = chain + parent_chain
-            matchers = _matchers(dres, chain)
-            # str(Path(d) / name) is d_pre + name: d is in Path's normal form, "." only for a root
-            d_pre = "" if d == os.curdir else d if d.endswith(sep) else d + sep
-            dres_pre = dres if dres.endswith(sep) else dres + sep
-            if where == _UNDER:
-                prefix = "" if drel == os.curdir else drel + sep
-                # a relative path starting with ".." is shown as given (`_display`)
-                as_given = prefix.startswith(os.pardir)
-
-            subdirs = []
-            dirs.sort(key=_name)
-            for entry in dirs:
-                name = entry.name
-                if name in SKIP_DIRS or entry.is_symlink():
-                    continue
-                sub = d_pre + name
-                if os.path.exists(os.path.join(sub, "pyvenv.cfg")):
-                    continue
-                ignored = False
-                for pre, spec in matchers:
-                    if spec.match_file(pre + name + "/"):  # type: ignore[attr-defined]
-                        ignored = True
-                        break
-                if ignored:
-                    continue
-                if where == _UNDER:
-                    sub_where, sub_rel = _UNDER, prefix + name
-                elif where == _ABOVE:
-                    sub_where, sub_rel = _place(sub)
-                else:
-                    sub_where, sub_rel = _ASIDE, ""
-                if exclude_spec is not None:
-                    shown = sub if sub_where == _ASIDE or sub_rel.startswith(os.pardir) else sub_rel
-                    if exclude_spec.match_file(shown + "/"):
-                        continue
-                subdirs.append((sub, dres_pre + name, sub_where, sub_rel, chain))
-
-            others.sort(key=_name)
-            for entry in others:
-                name = entry.name
-                kind = classify(name)
-                if kind is None:
-                    continue
-                broken = False
-                if entry.is_symlink():
-                    try:
-                        key = os.path.realpath(d_pre + name, strict=True)
-                    except OSError as exc:
-                        if exc.errno == errno.ELOOP:
-                            continue   # a loop met in the walk is skipped (SECURITY.md promise 4)
-                        broken = True  # dangling: reported below, unless ignored
-                    except RuntimeError:
-                        continue
-                    else:
-                        if not key.startswith(inside):
-                            continue  # never follow a link out of the scanned tree
-                else:
-                    # a file that is no symlink, in a resolved folder, is its own real path
-                    key = dres_pre + name
-                ignored = False
-                for pre, spec in matchers:
-                    if spec.match_file(pre + name):  # type: ignore[attr-defined]
-                        ignored = True
-                        break
-                if ignored:
-                    continue
-                if where == _UNDER:
-                    shown = d_pre + name if as_given or (not prefix and name.startswith(os.pardir)) \
-                        else prefix + name
-                elif where == _ABOVE:
-                    shown = _display(Path(d_pre + name))
-                else:
-                    shown = d_pre + name
-                if exclude_spec is not None and exclude_spec.match_file(shown):
-                    continue
-                if broken:
-                    errors.append(FileError(shown, refusal(d_pre + name)))
-                    continue
-                if key in seen:
-                    continue
-                seen.add(key)
-                files.append(SourceFile(shown, kind))
+            folder, dirs, others = self._list(d, dres, where, drel, parent_chain, top, entries)
+            subdirs = self._subdirs(folder, dirs)
+            self._take_files(folder, others, inside)
             stack.extend(reversed(subdirs))
-    return files, errors
+
+    def _list(self, d: str, dres: str, where: int, drel: str, parent_chain: list | None, top: str,
+              entries: list[os.DirEntry]) -> tuple[_Folder, list[os.DirEntry], list[os.DirEntry]]:
+        """The folder's entries split into folders and the rest, and what its children need."""
+        sep = os.sep
+        dirs: list[os.DirEntry] = []
+        others: list[os.DirEntry] = []
+        has_gitignore = has_git = False
+        for entry in entries:
+            try:
+                is_dir = entry.is_dir()
+            except OSError:
+                is_dir = False
+            (dirs if is_dir else others).append(entry)
+            name = entry.name
+            if name[0] == ".":
+                # confirmed by a stat below, as a case-insensitive filesystem would have it
+                low = name.lower()
+                if low == ".gitignore":
+                    has_gitignore = True
+                elif low == ".git":
+                    has_git = True
+        # the .gitignore chain of this folder, as matchers for its children
+        if parent_chain is None:
+            chain = self.ignores.chain(dres, top)
+        else:
+            spec = self.ignores.spec(dres, has_gitignore)
+            chain = [(dres, spec)] if spec is not None else []
+            if not (has_git and os.path.exists(os.path.join(dres, ".git"))):
+                chain = chain + parent_chain
+        matchers = _matchers(dres, chain)
+        # str(Path(d) / name) is d_pre + name: d is in Path's normal form, "." only for a root
+        d_pre = "" if d == os.curdir else d if d.endswith(sep) else d + sep
+        dres_pre = dres if dres.endswith(sep) else dres + sep
+        prefix, as_given = "", False
+        if where == _UNDER:
+            prefix = "" if drel == os.curdir else drel + sep
+            # a relative path starting with ".." is shown as given (`display`)
+            as_given = prefix.startswith(os.pardir)
+        return _Folder(d_pre, dres_pre, where, prefix, as_given, matchers, chain), dirs, others
+
+    def _subdirs(self, folder: _Folder, dirs: list[os.DirEntry]) -> list[tuple[str, str, int, str, list]]:
+        """The subfolders to walk (skipped, virtualenvs, ignored and excluded ones left out)."""
+        d_pre, where, prefix, matchers = folder.d_pre, folder.where, folder.prefix, folder.matchers
+        exclude_spec = self.exclude_spec
+        subdirs = []
+        dirs.sort(key=_name)
+        for entry in dirs:
+            name = entry.name
+            if name in SKIP_DIRS or entry.is_symlink():
+                continue
+            sub = d_pre + name
+            if os.path.exists(os.path.join(sub, "pyvenv.cfg")):
+                continue
+            ignored = False
+            for pre, spec in matchers:
+                if spec.match_file(pre + name + "/"):  # type: ignore[attr-defined]
+                    ignored = True
+                    break
+            if ignored:
+                continue
+            if where == _UNDER:
+                sub_where, sub_rel = _UNDER, prefix + name
+            elif where == _ABOVE:
+                sub_where, sub_rel = _place(sub)
+            else:
+                sub_where, sub_rel = _ASIDE, ""
+            if exclude_spec is not None:
+                shown = sub if sub_where == _ASIDE or sub_rel.startswith(os.pardir) else sub_rel
+                if exclude_spec.match_file(shown + "/"):
+                    continue
+            subdirs.append((sub, folder.dres_pre + name, sub_where, sub_rel, folder.chain))
+        return subdirs
+
+    def _take_files(self, folder: _Folder, others: list[os.DirEntry], inside: str) -> None:
+        """The folder's files of a kind patchaudit reads, not ignored nor excluded."""
+        d_pre, dres_pre, where, prefix, as_given = folder.d_pre, folder.dres_pre, folder.where, \
+            folder.prefix, folder.as_given
+        matchers, exclude_spec, seen, files = folder.matchers, self.exclude_spec, self.seen, self.files
+        others.sort(key=_name)
+        for entry in others:
+            name = entry.name
+            kind = classify(name)
+            if kind is None:
+                continue
+            broken = False
+            if entry.is_symlink():
+                try:
+                    key = os.path.realpath(d_pre + name, strict=True)
+                except OSError as exc:
+                    if exc.errno == errno.ELOOP:
+                        continue   # a loop met in the walk is skipped (SECURITY.md promise 4)
+                    broken = True  # dangling: reported below, unless ignored
+                except RuntimeError:
+                    continue
+                else:
+                    if not key.startswith(inside):
+                        continue  # never follow a link out of the scanned tree
+            else:
+                # a file that is no symlink, in a resolved folder, is its own real path
+                key = dres_pre + name
+            ignored = False
+            for pre, spec in matchers:
+                if spec.match_file(pre + name):  # type: ignore[attr-defined]
+                    ignored = True
+                    break
+            if ignored:
+                continue
+            if where == _UNDER:
+                shown = d_pre + name if as_given or (not prefix and name.startswith(os.pardir)) \
+                    else prefix + name
+            elif where == _ABOVE:
+                shown = display(Path(d_pre + name))
+            else:
+                shown = d_pre + name
+            if exclude_spec is not None and exclude_spec.match_file(shown):
+                continue
+            if broken:
+                self.errors.append(FileError(shown, refusal(d_pre + name)))
+                continue
+            if key in seen:
+                continue
+            seen.add(key)
+            files.append(SourceFile(shown, kind))
 
 
 def _name(entry: os.DirEntry) -> str:

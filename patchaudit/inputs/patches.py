@@ -16,10 +16,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Iterator
+from typing import Iterator, cast
+
+from patchaudit.inputs.hunkspec import HunkLine, HunkSpec, LineKind
 
 HUNK_RE = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@ ?(.*)$")
-_GIT_HEADER_RE = re.compile(r"^diff --git (?P<a>\"(?:[^\"\\]|\\.)*\"|\S+) (?P<b>\"(?:[^\"\\]|\\.)*\"|\S+)$")
+GIT_HEADER_RE = re.compile(r"^diff --git (?P<a>\"(?:[^\"\\]|\\.)*\"|\S+) (?P<b>\"(?:[^\"\\]|\\.)*\"|\S+)$")
 #: the first line of each mail of `git format-patch` output (an mbox series)
 _MAIL_RE = re.compile(r"^From [0-9a-f]{40} ")
 _INDEX_RE = re.compile(r"^index ([0-9a-fA-F]+)\.\.([0-9a-fA-F]+)(?: (\d+))?$")
@@ -90,16 +92,14 @@ class Hunk:
             out.add(self.target_start + self.target_length)
         return frozenset(x for x in out if x is not None)
 
-    def to_spec(self):
+    def to_spec(self) -> HunkSpec:
         """The hunk as the in-memory applier takes it."""
-        from patchaudit.patching.apply import HunkLine, HunkSpec
-
         return HunkSpec(
             source_start=self.source_start,
             source_length=self.source_length,
             target_start=self.target_start,
             target_length=self.target_length,
-            lines=tuple(HunkLine(l.kind, l.text, l.no_newline) for l in self.lines),
+            lines=tuple(HunkLine(cast(LineKind, l.kind), l.text, l.no_newline) for l in self.lines),
         )
 
 
@@ -276,7 +276,7 @@ class _Scanner:
             if line.startswith("diff --git ") or (line.startswith("diff ") and not self._in_git_header()):
                 self._finish()
                 self._start(i, git=line.startswith("diff --git "))
-                m = _GIT_HEADER_RE.match(line)
+                m = GIT_HEADER_RE.match(line)
                 if m and self.cur:
                     self.cur.source_path = _path_or_none(m.group("a"))
                     self.cur.target_path = _path_or_none(m.group("b"))
@@ -308,7 +308,8 @@ class _Scanner:
             elif line == "---" and self.mail:
                 pass                 # its "---" before the diffstat, not a removed line
             elif line.startswith("+") or (line.startswith("-") and line != "--" and not line.startswith("-- ")):
-                self.problem(i, "line outside any hunk looks like hunk content (hunk shorter than its content, or a missing @@ header)")
+                self.problem(i, "line outside any hunk looks like hunk content (hunk shorter than its content, "
+                                "or a missing @@ header)")
             i += 1
         self._finish()
 
@@ -366,61 +367,8 @@ class _Scanner:
         src_start, tgt_start = int(m.group(1)), int(m.group(3))
         src_len = int(m.group(2)) if m.group(2) is not None else 1
         tgt_len = int(m.group(4)) if m.group(4) is not None else 1
-        old_rem, new_rem = src_len, tgt_len
-        j = i + 1
-        body: list[PatchLine] = []
-        s_no, t_no = src_start, tgt_start
-        # a 0-length side starts "before" line 1
-        if src_len == 0:
-            s_no = src_start + 1
-        if tgt_len == 0:
-            t_no = tgt_start + 1
-        broken = False
+        body, j, broken = self._hunk_body(i, src_start, src_len, tgt_start, tgt_len)
         n = len(lines)
-        while old_rem > 0 or new_rem > 0:
-            if j >= n:
-                self.problem(i, f"hunk is truncated: the file ends after {len(body)} lines, "
-                                f"the header announces -{src_len} +{tgt_len}")
-                broken = True
-                break
-            l = lines[j]
-            c = l[:1]
-            if c == "\\":
-                self._no_newline(body, j)
-                j += 1
-                continue
-            if c == " " or l == "":
-                if old_rem == 0 or new_rem == 0:
-                    self.problem(j, f"hunk line count mismatch: more context than the header -{src_len} +{tgt_len} announces")
-                    broken = True
-                    break
-                body.append(PatchLine(" ", l[1:], j + 1, s_no, t_no))
-                s_no += 1
-                t_no += 1
-                old_rem -= 1
-                new_rem -= 1
-            elif c == "-":
-                if old_rem == 0:
-                    self.problem(j, f"hunk line count mismatch: more removed lines than the header -{src_len} +{tgt_len} announces")
-                    broken = True
-                    break
-                body.append(PatchLine("-", l[1:], j + 1, s_no, None))
-                s_no += 1
-                old_rem -= 1
-            elif c == "+":
-                if new_rem == 0:
-                    self.problem(j, f"hunk line count mismatch: more added lines than the header -{src_len} +{tgt_len} announces")
-                    broken = True
-                    break
-                body.append(PatchLine("+", l[1:], j + 1, None, t_no))
-                t_no += 1
-                new_rem -= 1
-            else:
-                self.problem(j, f"hunk ends early: {len(body)} lines where the header "
-                                f"-{src_len} +{tgt_len} announces more (line {j + 1} is not a hunk line)")
-                broken = True
-                break
-            j += 1
         if not broken and j < n and lines[j].startswith("\\"):
             self._no_newline(body, j)
             j += 1
@@ -452,6 +400,70 @@ class _Scanner:
         if not broken:
             self.cur.hunks.append(hunk)
         return max(j, i + 1)
+
+    def _hunk_body(self, i: int, src_start: int, src_len: int, tgt_start: int,
+                   tgt_len: int) -> tuple[list[PatchLine], int, bool]:
+        """The lines of the hunk whose header is line i, as many as the header announces:
+        (lines, the index after them, broken: the hunk ended before its count, a problem)."""
+        old_rem, new_rem = src_len, tgt_len
+        j = i + 1
+        body: list[PatchLine] = []
+        s_no, t_no = src_start, tgt_start
+        # a 0-length side starts "before" line 1
+        if src_len == 0:
+            s_no = src_start + 1
+        if tgt_len == 0:
+            t_no = tgt_start + 1
+        broken = False
+        lines, n = self.lines, len(self.lines)
+        while old_rem > 0 or new_rem > 0:
+            if j >= n:
+                self.problem(i, f"hunk is truncated: the file ends after {len(body)} lines, "
+                                f"the header announces -{src_len} +{tgt_len}")
+                broken = True
+                break
+            l = lines[j]
+            c = l[:1]
+            if c == "\\":
+                self._no_newline(body, j)
+                j += 1
+                continue
+            if c == " " or l == "":
+                if old_rem == 0 or new_rem == 0:
+                    self.problem(j, f"hunk line count mismatch: more context than the header -{src_len} "
+                                    f"+{tgt_len} announces")
+                    broken = True
+                    break
+                body.append(PatchLine(" ", l[1:], j + 1, s_no, t_no))
+                s_no += 1
+                t_no += 1
+                old_rem -= 1
+                new_rem -= 1
+            elif c == "-":
+                if old_rem == 0:
+                    self.problem(j, f"hunk line count mismatch: more removed lines than the header -{src_len} "
+                                    f"+{tgt_len} announces")
+                    broken = True
+                    break
+                body.append(PatchLine("-", l[1:], j + 1, s_no, None))
+                s_no += 1
+                old_rem -= 1
+            elif c == "+":
+                if new_rem == 0:
+                    self.problem(j, f"hunk line count mismatch: more added lines than the header -{src_len} "
+                                    f"+{tgt_len} announces")
+                    broken = True
+                    break
+                body.append(PatchLine("+", l[1:], j + 1, None, t_no))
+                t_no += 1
+                new_rem -= 1
+            else:
+                self.problem(j, f"hunk ends early: {len(body)} lines where the header "
+                                f"-{src_len} +{tgt_len} announces more (line {j + 1} is not a hunk line)")
+                broken = True
+                break
+            j += 1
+        return body, j, broken
 
     def _no_newline(self, body: list[PatchLine], j: int) -> None:
         if not body:
@@ -498,6 +510,6 @@ def validate_with_unidiff(patch: PatchFile) -> list[Problem]:
             continue
         n_hunks = sum(len(f) for f in ps)
         if n_hunks != len(sec.hunks):
-            problems.append(Problem(sec.header_line,
-                                    f"file section: unidiff reads {n_hunks} hunks where the scan reads {len(sec.hunks)}"))
+            problems.append(Problem(sec.header_line, f"file section: unidiff reads {n_hunks} hunks where the scan "
+                                                     f"reads {len(sec.hunks)}"))
     return problems

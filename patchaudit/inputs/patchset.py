@@ -1,17 +1,10 @@
-"""Rules that see the whole set of patches of a run (`Rule.check_patch_set`).
-
-Most rules judge one file at a time (`runner.analyse_file`, cached and run in
-workers).  A few questions are about the set: do two patches of one set change
-the same lines (PA304)?  `run_patch_set_rules` answers them once per run,
-after the per-file pass: it reads the run's patch files again (the scan is
-cheap; only when such a rule is selected), groups them into sets and orders
-them, calls each set rule's `check_patch_set` with all patch units, and turns
-the reports into findings with the same per-file ignores, inline suppressions
-and fingerprints as the per-file pass.
+"""Patch sets: which patches of a run belong together, and in which order.
 
 Sets and order: a folder holding a quilt `series` file is one set, of the
 patches it lists (relative to that folder), in that order; the other patches
-form one set per folder, in file name order (`0001-...`, `0002-...`).
+form one set per folder, in file name order (`0001-...`, `0002-...`).  The
+rules that see a whole set (PA304) run on them in
+patchaudit/pipeline/patch_set.py.
 """
 
 from __future__ import annotations
@@ -19,7 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from patchaudit.model.findings import FileError, Finding, TraceStep
+from patchaudit.model.findings import FileError
 
 
 #: a quilt `series` file larger than this is refused (one line per patch: a few KB)
@@ -40,10 +33,10 @@ def _series(folder: Path, cache: dict[Path, list[str] | None], errors: list | No
                 data = read_bytes(str(f), MAX_SERIES_FILE)
             except ReadError as exc:
                 if errors is not None:
-                    from patchaudit.inputs.discover import _display, read_error_message
+                    from patchaudit.inputs.discover import display, read_error_message
 
-                    errors.append(FileError(_display(f), f"{read_error_message(exc)} (a quilt series file; "
-                                                         f"its folder's patches are ordered by name)"))
+                    errors.append(FileError(display(f), f"{read_error_message(exc)} (a quilt series file; "
+                                                        f"its folder's patches are ordered by name)"))
             else:
                 names = []
                 for line in data.decode("utf-8", "replace").splitlines():
@@ -78,107 +71,3 @@ def order_patch_set(paths: list[str], errors: list | None = None) -> list[tuple[
             out.append((p, placed[0], placed[1]))
     out.sort(key=lambda t: (t[1], t[2], os.path.basename(t[0]), t[0]))
     return out
-
-
-def _read_regular(path: str, limit: int) -> bytes | None:
-    """A patch file's bytes, or None: read through the one guarded reader
-    (patchaudit/files/reader.py): only a regular file is opened (a FIFO named
-    `x.patch` would block the run forever, a device never ends), and no more than
-    `limit` (max-file-size) bytes are read, even if the file grows."""
-    from patchaudit.files.reader import read_bytes
-
-    try:
-        return read_bytes(path, limit)
-    except OSError:   # ReadError: the per-file pass has reported it
-        return None
-
-
-def _suppression_view(patch) -> list[str]:
-    from patchaudit.pipeline.runner import suppressible_patch_lines
-
-    return suppressible_patch_lines(patch)
-
-
-def run_patch_set_rules(files, rules, settings, result) -> None:
-    """Run the selected set rules over the patches among `files`; extend `result`."""
-    from patchaudit.pipeline.baseline import assign_fingerprints
-    from patchaudit.inputs.discover import PATCH
-    from patchaudit.inputs.patches import read_patch
-    from patchaudit.pipeline.runner import (RunError, _context_for, _needs_met, apply_per_file_ignores,
-                                   apply_suppressions, parse_suppression)
-    from patchaudit.units import PatchUnit
-
-    set_rules = [r for r in rules if r.sees_patch_set() and _needs_met(r, engine=None, tokenizer=None)]
-    if not set_rules:
-        return
-    units = []
-    for path, set_name, _ in order_patch_set([f.path for f in files if f.kind == PATCH], result.errors):
-        data = _read_regular(path, settings.max_file_size)
-        if data is None:
-            continue  # the per-file pass has reported it
-        try:
-            patch = read_patch(path, data)
-        except Exception as exc:  # one patch never costs the set rules the others
-            result.errors.append(FileError(path, f"internal error reading the patch for the patch-set rules: {exc!r}"))
-            continue
-        unit = PatchUnit(path=path, patch=patch, problems=patch.problems)
-        unit.set_name = set_name  # type: ignore[attr-defined]
-        units.append(unit)
-    by_path = {u.path: u for u in units}
-    findings: dict[str, list[Finding]] = {}
-    for r in set_rules:
-        inst = r(None, _context_for(r, settings))
-        try:
-            inst.check_patch_set(units)
-        except RunError:
-            raise
-        except Exception as exc:  # one rule's crash never stops the run
-            where = units[0].path if units else "."
-            result.errors.append(FileError(where, f"rule {r.code} crashed on the patch set: {exc!r}"))
-            continue
-        hunk_index: dict[int, tuple[list[int], list]] = {}   # per patch: its hunks by line, built once
-        for unit, rep, related in inst.set_reports:
-            f = unit.to_finding(r, rep)
-            if f is None:
-                continue
-            f.trace = [TraceStep(p, line, note) for p, line, note in related]
-            f.context = _hunk_context(unit.patch, f.line, hunk_index)
-            findings.setdefault(unit.path, []).append(f)
-    pa001 = any(r.code == "PA001" for r in rules)
-    bare_used: set[tuple[str, int]] = set()
-    for path, fs in findings.items():
-        unit = by_path[path]
-        fs = apply_per_file_ignores(fs, settings)
-        view = _suppression_view(unit.patch)
-        kept, _ = apply_suppressions(fs, view)
-        if pa001:
-            dropped = {f.line for f in fs} - {f.line for f in kept}
-            for line in dropped:
-                ok, codes = parse_suppression(view[line - 1])
-                if ok and codes is None:
-                    bare_used.add((path, line))
-        assign_fingerprints(kept, unit.patch.lines, is_patch=True)
-        result.findings.extend(kept)
-    if bare_used:
-        # a blanket `# patchaudit: ignore` used only by a set rule is not unused
-        result.findings[:] = [f for f in result.findings
-                              if not (f.code == "PA001" and (f.path, f.line) in bare_used)]
-
-
-def _hunk_context(patch, line: int, index: dict | None = None) -> list[str]:
-    """The text of the hunk holding patch line `line` (found by bisection: a set rule may
-    report thousands of findings in a patch of thousands of hunks)."""
-    from bisect import bisect_right
-
-    key = id(patch)
-    if index is None or key not in index:
-        hunks = sorted((h for _, h in patch.iter_hunks()), key=lambda h: h.header_line)
-        built = ([h.header_line for h in hunks], hunks)
-        if index is None:
-            index = {}
-        index[key] = built
-    starts, hunks = index[key]
-    k = bisect_right(starts, line) - 1
-    if k >= 0 and hunks[k].header_line <= line <= hunks[k].end_line:
-        return patch.hunk_text(hunks[k])
-    return []

@@ -15,9 +15,7 @@ implement `check_text` / `check_patch`.  Rules do no I/O.
 
 from __future__ import annotations
 
-import importlib
 import inspect
-import pkgutil
 import textwrap
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Iterator
@@ -246,33 +244,11 @@ class Rule(_VisitorBase):  # type: ignore[misc,valid-type]
         return any(all(s in text for s in group) for group in cls.requires)
 
 
-_REGISTRY: dict[str, type[Rule]] | None = None
-
-
-def _is_rule_class(obj: Any, module_name: str) -> bool:
+def is_rule_class(obj: Any, module_name: str) -> bool:
+    """Whether `obj` is a rule class defined in the module `module_name` (a subclass
+    of `Rule` with a code: an abstract helper base has none)."""
     return (inspect.isclass(obj) and issubclass(obj, Rule) and obj is not Rule
-            and obj.__module__ == module_name and bool(getattr(obj, "code", "")))
-
-
-def all_rules() -> dict[str, type[Rule]]:
-    """Every rule of the built-in pack, by code (sorted)."""
-    global _REGISTRY
-    if _REGISTRY is None:
-        import patchaudit.rules as pack
-
-        found: dict[str, type[Rule]] = {}
-        for info in pkgutil.iter_modules(pack.__path__):
-            if info.name.startswith("_"):
-                continue
-            module = importlib.import_module(f"{pack.__name__}.{info.name}")
-            for obj in vars(module).values():
-                if _is_rule_class(obj, module.__name__):
-                    if obj.code in found:
-                        raise RuntimeError(f"rule code {obj.code} defined twice "
-                                           f"({found[obj.code].__module__}, {module.__name__})")
-                    found[obj.code] = obj
-        _REGISTRY = dict(sorted(found.items()))
-    return _REGISTRY
+            and obj.__module__ == module_name and bool(obj.code))
 
 
 def iter_examples(rule: type[Rule]) -> Iterator[tuple[bool, Example]]:
@@ -280,15 +256,6 @@ def iter_examples(rule: type[Rule]) -> Iterator[tuple[bool, Example]]:
         yield False, ex
     for ex in rule.INVALID:
         yield True, ex
-
-
-def select_rules(select: Iterable[str] | None = None, ignore: Iterable[str] = (),
-                 extend_select: Iterable[str] = ()) -> list[type[Rule]]:
-    """Resolve codes and prefixes (`PA1`, `PA`, `ALL`) the way ruff does."""
-    from patchaudit.config.registry import select_codes  # the same resolution on the libcst-free index
-
-    rules = all_rules()
-    return [rules[c] for c in select_codes(rules, select, ignore, extend_select)]
 
 
 _VISITOR_NAMES: dict[type, tuple[str, ...]] = {}

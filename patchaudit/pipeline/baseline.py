@@ -39,7 +39,7 @@ from typing import Iterable
 from patchaudit.inputs import source_lines
 from patchaudit.model.findings import Finding
 from patchaudit.model.escape import data, json_text
-from patchaudit.reporters.output import write_atomic
+from patchaudit.files.atomic import write_atomic
 
 VERSION = 1
 #: a baseline (or a file fingerprinted) larger than this is not read

@@ -56,12 +56,12 @@ import pickle
 import re
 import stat
 import sys
-import tempfile
 import zlib
 from pathlib import Path
 from typing import Any, Iterable
 
 from patchaudit.files.safefs import TMP_PREFIX, Folder, Refused, open_folder
+from patchaudit.files.usercache import LOCATIONS, Location, location_of, seal, unseal
 
 CACHE_DIR_NAME = ".patchaudit_cache"
 #: keep at most this many stores (run keys) per patchaudit version
@@ -87,156 +87,6 @@ def digest(data: bytes) -> bytes:
     return hashlib.blake2b(data, digest_size=16).digest()
 
 
-# --------------------------------------------------------------------------
-# sealed pickles: the cache folder sits in the checked tree, which may be hostile
-
-_KEY: list[bytes | None] = []
-
-
-def _user_base() -> str | None:
-    """`$XDG_CACHE_HOME`, else `~/.cache` (the folder `rule_index.user_cache_dir` is in)."""
-    from patchaudit.config.registry import user_cache_dir
-
-    folder = user_cache_dir()
-    return None if folder is None else os.path.dirname(os.path.dirname(folder))
-
-
-def _key_folders() -> list["Location"]:
-    """Where this user's key may live: the user's cache folder, else a folder of the
-    temporary directory that this user owns and nobody else can write.  The base
-    (`$XDG_CACHE_HOME`, the temporary directory) is trusted; the folder in it is
-    never a symlink (another user could plant one in a shared one)."""
-    out = []
-    base = _user_base()
-    if base is not None:
-        out.append(Location(base, ("patchaudit",), private=True))
-    getuid = getattr(os, "getuid", None)
-    if getuid is not None:
-        out.append(Location(tempfile.gettempdir(), (f"patchaudit-{getuid()}",), private=True))
-    return out
-
-
-def _secret() -> bytes | None:
-    """This user's cache key: 32 random bytes in the user's cache folder (or a private
-    folder of the temporary directory), created (mode 0600) on first use; None when
-    there is no such place to keep it."""
-    if _KEY:
-        return _KEY[0]
-    key = None
-    for loc in _key_folders():
-        try:
-            with loc.open(create=True) as folder:
-                for _ in range(2):
-                    got = folder.read("cache-key")
-                    if got is not None:
-                        key = got[0] if len(got[0]) == 32 else None
-                        break
-                    if folder.lstat("cache-key") is not None:
-                        break   # there, and not a regular file of ours: not a key
-                    import secrets
-
-                    if folder.create("cache-key", secrets.token_bytes(32), 0o600):
-                        continue   # read back what was written
-                    # another run created it meanwhile: read it
-        except OSError:
-            continue
-        if key is not None:
-            break
-    _KEY.append(key)
-    return key
-
-
-def seal(data: bytes) -> bytes | None:
-    """`data` with an HMAC of this user's key in front, or None without a key."""
-    import hmac
-
-    key = _secret()
-    return None if key is None else hmac.new(key, data, hashlib.sha256).digest() + data
-
-
-def unseal(blob: bytes) -> bytes | None:
-    """What `seal` sealed with this user's key, or None for anything else.
-
-    A `.patchaudit_cache/` folder lives in the tree being checked; a hostile
-    checkout can ship one, and unpickling its files would run its code.  Only
-    pickles this user's runs wrote, proven by the HMAC, are ever unpickled."""
-    import hmac
-
-    key = _secret()
-    if key is None or len(blob) < 32:
-        return None
-    mac, data = blob[:32], blob[32:]
-    return data if hmac.compare_digest(mac, hmac.new(key, data, hashlib.sha256).digest()) else None
-
-
-# --------------------------------------------------------------------------
-# where the cache lives
-
-
-@dataclasses.dataclass(frozen=True)
-class Location:
-    """A folder of the cache: `base` is trusted (opened as it is); each of `parts` below
-    it is a real folder, never a symlink (created when missing)."""
-
-    base: str
-    parts: tuple[str, ...] = ()
-    private: bool = False      # the user's own folders: owned by this user, mode 0700
-
-    @property
-    def path(self) -> str:
-        return os.path.join(self.base, *self.parts)
-
-    def child(self, *more: str) -> "Location":
-        return Location(self.base, self.parts + tuple(more), self.private)
-
-    def open(self, *more: str, create: bool = False) -> Folder:
-        return open_folder(self.base, self.parts + tuple(more), create=create,
-                           mode=0o700 if self.private else 0o777, private=self.private)
-
-
-#: cache roots checked by `cache_root`, by path: how to reach them safely
-_LOCATIONS: dict[str, Location] = {}
-
-
-def location_of(folder: str) -> Location:
-    """How to reach `folder`: below a root `cache_root` checked, or in the user's cache
-    folder; any other folder is the caller's own (trusted as it is)."""
-    known = dict(_LOCATIONS)
-    base = _user_base()
-    if base is not None:
-        user = Location(base, ("patchaudit",), private=True)
-        known[str(Path(user.path))] = user
-    cur, rest = Path(folder), []
-    while True:
-        loc = known.get(str(cur))
-        if loc is not None:
-            return loc.child(*reversed(rest))
-        if cur.parent == cur or not cur.name:
-            break
-        rest.append(cur.name)
-        cur = cur.parent
-    return Location(str(folder))
-
-
-def atomic_write(path: str, data: bytes, mode: int = 0o644) -> None:
-    """Write `path` whole (a temporary file renamed over it), its folders reached and
-    made as `location_of` says: never through a symlink below a trusted base."""
-    folder, name = os.path.split(path)
-    with location_of(folder).open(create=True) as f:
-        f.replace(name, data, mode)
-
-
-def read_file(path: str) -> bytes | None:
-    """The regular file `path`, reached as `atomic_write` writes it; None for anything else."""
-    folder, name = os.path.split(path)
-    try:
-        with location_of(folder).open() as f:
-            got = f.read(name)
-    except OSError:
-        return None
-    return None if got is None else got[0]
-
-
 def _shown(path: str) -> str:
     try:
         rel = os.path.relpath(path)
@@ -248,7 +98,7 @@ def _shown(path: str) -> str:
 def _refuse(settings, path: str, message: str, line: int | None = None) -> None:
     from patchaudit.model.findings import FileError
 
-    errors = getattr(settings, "cache_errors", None)
+    errors = settings.cache_errors
     err = FileError(_shown(path), message, line)
     if errors is not None and all(str(e) != str(err) for e in errors):
         errors.append(err)
@@ -260,7 +110,7 @@ _HOW_ELSEWHERE = ("the scan runs without the cache (give --cache-dir, or set PAT
 
 def _location(settings) -> Location | None:
     """Where the cache of a run goes, or None (refused: the reason is in cache_errors)."""
-    origin = getattr(settings, "cache_dir_origin", None)
+    origin = settings.cache_dir_origin
     if settings.cache_dir and origin is None:          # the user's own choice: anywhere
         return Location(os.path.abspath(settings.cache_dir))
     if settings.cache_dir:                              # from the checked tree's pyproject.toml
@@ -306,7 +156,7 @@ def cache_root(settings) -> Path | None:
             except Refused as exc:
                 if exc.reason != "is a symlink":
                     return None   # a file, say: no cache, as before (nothing is written through it)
-                origin = getattr(settings, "cache_dir_origin", None)
+                origin = settings.cache_dir_origin
                 if settings.cache_dir and origin is not None and exc.path != os.path.join(loc.path, __version__):
                     config, line, raw = origin
                     _refuse(settings, config, f"[tool.patchaudit] cache-dir = {raw!r}: {_shown(exc.path)} "
@@ -324,7 +174,7 @@ def cache_root(settings) -> Path | None:
         if folder is not None:
             folder.close()
     root = Path(loc.path)
-    _LOCATIONS[str(root)] = loc
+    LOCATIONS[str(root)] = loc
     return root
 
 

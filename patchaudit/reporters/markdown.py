@@ -83,7 +83,7 @@ def _hunk_table(rows, old_name: str, new_name: str) -> list[str]:
 
 
 def render_bump(report, with_hunks: bool = True, max_findings: int | None = None) -> str:
-    from patchaudit.lint.rule import all_rules
+    from patchaudit.config.registry import all_rules
 
     rules = all_rules()
     counts = report.hunk_counts()
@@ -147,10 +147,10 @@ def render_bump(report, with_hunks: bool = True, max_findings: int | None = None
 
 def render_check(result) -> str:
     out = ["### patchaudit", "", f"{_severity_counts(result.findings)} in "
-                                 f"{_plural(getattr(result, 'files', 0), 'file')}", ""]
+                                 f"{_plural(result.files, 'file')}", ""]
     for f in result.findings:
         out += _finding_block(f, True)
-    for e in getattr(result, "errors", []) or []:
+    for e in result.errors:
         out.append(f"- :no_entry: {_code(str(e))}")
     return safe_lines("\n".join(out) + "\n")
 

@@ -160,7 +160,7 @@ def result_object(f, rule_index: dict[str, int]) -> dict[str, Any]:
 
 def to_sarif(result, rules=None) -> dict[str, Any]:
     from patchaudit import __version__
-    from patchaudit.lint.rule import all_rules
+    from patchaudit.config.registry import all_rules
 
     rule_list = list(rules) if rules is not None else list(all_rules().values())
     known = {r.code for r in rule_list}
@@ -171,7 +171,7 @@ def to_sarif(result, rules=None) -> dict[str, Any]:
             known.add(f.code)
     rule_list.sort(key=lambda r: r.code)
     rule_index = {r.code: k for k, r in enumerate(rule_list)}
-    errors = list(getattr(result, "errors", []) or [])
+    errors = list(result.errors)
     notifications = []
     for e in errors:
         n: dict[str, Any] = {"level": "error", "message": {"text": e.message}}

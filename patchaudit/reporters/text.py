@@ -14,26 +14,26 @@ from patchaudit.model.escape import safe_lines, visible
 _SEV_COLOR = {"error": "red", "warning": "yellow", "info": "cyan"}
 
 
-def _style(text: str, color: bool, **kw) -> str:
+def style(text: str, color: bool, **kw) -> str:
     return click.style(text, **kw) if color else text
 
 
 def format_finding(f, color: bool = False) -> str:
-    head = (f"{_style(visible(f.path), color, bold=True)}:{f.line}:{f.column}: "
-            f"{_style(visible(f.code), color, fg=_SEV_COLOR.get(f.severity.value), bold=True)} "
+    head = (f"{style(visible(f.path), color, bold=True)}:{f.line}:{f.column}: "
+            f"{style(visible(f.code), color, fg=_SEV_COLOR.get(f.severity.value), bold=True)} "
             f"{visible(f.message)}")
     out = [head]
     if f.target is not None:
         where = visible(f.target.path) + (f":{f.target.line}" if f.target.line else "")
         sym = f" in {visible(f.target.symbol)}" if f.target.symbol else ""
-        out.append(f"  {_style('-->', color, fg='blue')} {where}{sym}")
+        out.append(f"  {style('-->', color, fg='blue')} {where}{sym}")
     if f.trace:
         out.append("  trace:")
         for k, step in enumerate(f.trace, 1):
             out.append(f"    {k}. {visible(step.path)}:{step.line}: {visible(step.note)}")
     if f.context:
         for line in f.context:
-            out.append(f"   {_style('|', color, fg='blue')} {visible(line)}")
+            out.append(f"   {style('|', color, fg='blue')} {visible(line)}")
     return safe_lines("\n".join(out))
 
 
@@ -79,7 +79,7 @@ def render(result, *, color: bool = False, rules=None) -> str:
     out = "\n".join(blocks)
     if out:
         out += "\n\n"
-    hunks = hunk_summary(getattr(result, "hunks", None) or [])
+    hunks = hunk_summary(result.hunks or [])
     if hunks:
         out += hunks + "\n"
     return safe_lines(out + summary(result) + "\n")

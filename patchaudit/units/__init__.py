@@ -12,15 +12,23 @@ mapping for every report of every rule, in one place.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from patchaudit.model.findings import Finding, Report, Target, TraceStep
+from patchaudit.model.findings import Finding, Report, Severity, Target, TraceStep
 
 if TYPE_CHECKING:  # pragma: no cover
     from patchaudit.inputs.patches import FileSection, Hunk, PatchFile
-    from patchaudit.lint.rule import Rule
 
 INCOMPLETE_NOTE = "call continues past the hunk; give --engine to confirm"
+
+
+class RuleIdentity(Protocol):
+    """What a unit needs of a rule to turn its reports into findings (a `Rule` class
+    of patchaudit/lint/rule.py has it): the units never import the rule framework."""
+
+    code: str
+    name: str
+    severity: Severity
 
 
 @dataclass(frozen=True)
@@ -69,7 +77,7 @@ class Unit:
             return self.patch.hunk_text(hunk)
         return []
 
-    def to_finding(self, rule: "type[Rule]", rep: Report) -> Finding | None:
+    def to_finding(self, rule: RuleIdentity, rep: Report) -> Finding | None:
         """Map a report to a finding, or None when it lies outside the judged lines."""
         trace_lines = [l for l, _ in rep.trace]
         if not self.judges(rep.line, rep.end_line) and not any(self.judges(l, l) for l in trace_lines):
@@ -134,7 +142,12 @@ class PythonUnit(Unit):
     # why the unit is reported instead of analysed (fragments.py: the window search ran out
     # of its budget); None for a unit to analyse
     unanalysed: str | None = None
+    # exact mode: the patched text's `ast` tree (parsed once, reused by pruning and
+    # EngineContext.unit_module); None when not parsed
+    patched_tree: Any = field(default=None, repr=False, compare=False)
     _module: Any = field(default=None, repr=False)
+    # EngineContext.unit_module's cache of the unit's module index (None: not known yet)
+    _module_index: Any = field(default=None, repr=False, compare=False)
     _symbols: list[tuple[int, int, str]] | None = field(default=None, repr=False)
 
     kind = "python"
@@ -215,5 +228,7 @@ class PatchUnit(Unit):
     problems: list[Any] = field(default_factory=list)
     engine: Any = None            # exact mode: per-section engine results
     siblings: list[Any] = field(default_factory=list)  # other patches of the run (PA304)
+    # the patch set it belongs to (patchaudit/pipeline/patch_set.py); None: its folder's
+    set_name: str | None = None
 
     kind = "patch"

@@ -29,9 +29,10 @@ from typing import Any
 import os
 
 from patchaudit.model.findings import FileError
-from patchaudit.engine.sources import EngineError, EngineSource, detect_strip, map_path, open_engine
+from patchaudit.engine.sources import EngineError
 from patchaudit.units import LineInfo, PythonUnit, TextUnit
-from patchaudit.engine.symbols import EngineIndex, FuncInfo, ModuleIndex, index_module, parse_python
+from patchaudit.engine.definitions import index_module, parse_python
+from patchaudit.units.engines import BoundedSource, EngineContext
 
 
 @dataclass
@@ -88,253 +89,8 @@ class ExactResult:
         return [h for s in self.sections for h in s.hunks]
 
 
-class BoundedSource:
-    """An engine source whose reads are bounded by the run's `max-file-size` and never
-    raise: a file over the limit, or one the source cannot read (EngineError: over its
-    own member cap, an I/O error), reads as None and is remembered with the error to
-    report.  `take_errors()` hands each such error out once (the runner puts it on the
-    result of the file being analysed; run_check drops the copies that other worker
-    processes bring: each opens its own engines), so one bad engine file is one error
-    of the run, and every rule and patch that would have read it goes on without it.
-
-    Everything else is the wrapped source's (`__getattr__`)."""
-
-    def __init__(self, source: EngineSource, max_bytes: int | None = None):
-        self._source = source
-        self.max_bytes = max_bytes
-        self._refused: dict[str, FileError] = {}
-        self._taken: set[str] = set()
-
-    def __getattr__(self, name: str):
-        if name.startswith("__") or name == "_source":   # copy/pickle probe before __init__
-            raise AttributeError(name)
-        return getattr(self._source, name)
-
-    def __repr__(self) -> str:
-        return f"<bounded {self._source!r}>"
-
-    @property
-    def wrapped(self) -> EngineSource:
-        return self._source
-
-    def where(self, what: str) -> str:
-        """The engine file as an error names it: a real path for a directory engine."""
-        src = self._source
-        if src.kind == "directory":
-            return os.path.join(src.label, what)
-        return f"{src.label}:{what}"
-
-    def _refuse(self, key: str, what: str, message: str) -> None:
-        if key not in self._refused:
-            self._refused[key] = FileError(self.where(what), message)
-
-    def _bounded(self, key: str, what: str, read) -> bytes | None:
-        if key in self._refused:
-            return None
-        try:
-            data = read()
-        except EngineError as exc:
-            self._refuse(key, what, f"engine file not read: {exc}")
-            return None
-        if data is not None and self.max_bytes is not None and len(data) > self.max_bytes:
-            self._refuse(key, what, f"engine {self._source.name!r} file is {len(data)} bytes, over the limit of "
-                                    f"{self.max_bytes} (max-file-size): not read, the rules see the engine "
-                                    f"without it")
-            return None
-        return data
-
-    def read_bytes(self, path: str) -> bytes | None:
-        return self._bounded(path, path, lambda: self._source.read_bytes(path))
-
-    def read_text(self, path: str) -> str | None:
-        data = self.read_bytes(path)
-        return None if data is None else data.decode("utf-8", "surrogateescape")
-
-    def blob(self, sha_prefix: str, path: str | None = None) -> bytes | None:
-        # named by its path: the same file met again through its path is the same error
-        what = path or f"blob {sha_prefix}"
-        return self._bounded("blob:" + str(sha_prefix), what, lambda: self._source.blob(sha_prefix))
-
-    def refused(self, path: str | None = None, blob: str | None = None) -> bool:
-        """Whether the file (or the blob) was refused: it exists but was not read."""
-        return (path is not None and path in self._refused) or (blob is not None and "blob:" + blob in self._refused)
-
-    def take_errors(self) -> list[FileError]:
-        out = [e for k, e in self._refused.items() if k not in self._taken]
-        self._taken.update(self._refused)
-        return out
-
-
 def _refused(source, path: str | None = None, blob: str | None = None) -> bool:
-    check = getattr(source, "refused", None)
-    return bool(check(path, blob)) if callable(check) else False
-
-
-class EngineContext:
-    """One engine source as a patch sees it: strip level, symbol index, call resolution."""
-
-    def __init__(self, source: EngineSource, strip: int, prefix: str, index: EngineIndex | None = None):
-        self.source = source
-        self.strip = strip
-        self.prefix = prefix
-        self.index = index or EngineIndex(source)
-
-    @property
-    def label(self) -> str:
-        return self.source.label
-
-    def engine_path(self, raw_path: str | None) -> str | None:
-        if not raw_path:
-            return None
-        return map_path(raw_path, self.strip, self.prefix)
-
-    # ----- symbol resolution for rules --------------------------------------
-    def unit_module(self, unit) -> ModuleIndex | None:
-        cached = getattr(unit, "_module_index", None)
-        if cached is not None:
-            return cached
-        if unit.mode == "exact":
-            mod = index_module(unit.target_path or "", unit.text, self.source.module_name(unit.target_path or ""),
-                               tree=getattr(unit, "patched_tree", None))
-        elif unit.target_path:
-            mod = self.index.module_by_path(unit.target_path)
-        else:
-            mod = None
-        try:
-            unit._module_index = mod
-        except AttributeError:  # pragma: no cover
-            pass
-        return mod
-
-    def resolve_call(self, unit, call, class_name: str | None) -> FuncInfo | None:
-        """The engine definition a libcst Call in `unit` calls, or None when unsure."""
-        import libcst as cst
-
-        func = call.func
-        mod = self.unit_module(unit)
-        name = func.attr.value if isinstance(func, cst.Attribute) else (
-            func.value if isinstance(func, cst.Name) else None)
-        if name is None:
-            return None
-        if class_name is None and getattr(unit, "outer_symbol", None):
-            class_name = unit.outer_symbol
-        if mod is not None and isinstance(func, cst.Attribute):
-            recv = func.value
-            is_self = isinstance(recv, cst.Name) and recv.value in ("self", "cls")
-            is_super = isinstance(recv, cst.Call) and isinstance(recv.func, cst.Name) and recv.func.value == "super"
-            if (is_self or is_super) and class_name:
-                cls = mod.find_class(class_name)
-                if cls is not None:
-                    found = self.index.find_method(mod, cls, name, skip_self=is_super)
-                    if found:
-                        return found[1]
-            if isinstance(recv, (cst.Name, cst.Attribute)):
-                from patchaudit.engine.symbols import dotted_name  # noqa: F401
-
-                dotted = _cst_dotted(recv)
-                if dotted and dotted.split(".")[0] in mod.imports:
-                    head, _, rest = dotted.partition(".")
-                    target = mod.imports[head] + ("." + rest if rest else "") + "." + name
-                    got = self.index.resolve(target)
-                    if got and got[1] == "function":
-                        return self.index.function(got[0], got[2])
-        if mod is not None and isinstance(func, cst.Name):
-            if name in mod.functions:
-                return mod.functions[name]
-            if name in mod.imports:
-                got = self.index.resolve(mod.imports[name])
-                if got and got[1] == "function":
-                    return self.index.function(got[0], got[2])
-        # last resort: every definition of that name in the engine agrees
-        cands = self.index.functions_named(name)
-        shapes = {tuple((p.name, p.kind) for p in f.bound_params()) for f in cands}
-        if len(shapes) == 1:
-            return cands[0]
-        return None
-
-
-def _cst_dotted(node) -> str | None:
-    import libcst as cst
-
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
-        base = _cst_dotted(node.value)
-        return f"{base}.{node.attr.value}" if base else None
-    return None
-
-
-class EngineSet:
-    """The engines of a run (`--engine NAME=SOURCE`, repeatable)."""
-
-    def __init__(self, engines: list[tuple[EngineSource, int | None]]):
-        self.engines = engines
-        self._indexes: dict[int, EngineIndex] = {}
-
-    @classmethod
-    def open(cls, specs, max_file_size: int | None = None) -> "EngineSet":
-        """Open every engine of the run; their reads are bounded by `max_file_size`
-        and never raise (BoundedSource)."""
-        opened = []
-        for spec in specs:
-            opened.append((BoundedSource(open_engine(spec.source, name=spec.name), max_file_size), spec.strip))
-        return cls(opened)
-
-    def take_errors(self) -> list[FileError]:
-        """Engine files refused since the last call (each once): see BoundedSource."""
-        out: list[FileError] = []
-        for src, _ in self.engines:
-            take = getattr(src, "take_errors", None)
-            if callable(take):
-                out.extend(take())
-        return out
-
-    def _index(self, k: int) -> EngineIndex:
-        if k not in self._indexes:
-            self._indexes[k] = EngineIndex(self.engines[k][0])
-        return self._indexes[k]
-
-    def contexts(self) -> list[EngineContext]:
-        """Every engine of the run as plain Python files see it (strip 0); each
-        context knows its set (`engine_set`), so a rule can pick the engine
-        that has a given package (monkey-patches, patchaudit/analysis/monkeypatch.py)."""
-        cache = self.__dict__.setdefault("_contexts", {})
-        for k in range(len(self.engines)):
-            if k not in cache:
-                ctx = EngineContext(self.engines[k][0], 0, "", self._index(k))
-                ctx.engine_set = self
-                cache[k] = ctx
-        return [cache[k] for k in range(len(self.engines))]
-
-    def for_python(self) -> EngineContext | None:
-        """The engine a plain .py file is checked against: the first of the run."""
-        ctxs = self.contexts()
-        return ctxs[0] if ctxs else None
-
-    def for_patch(self, patch) -> EngineContext | None:
-        paths = [s.raw_path for s in patch.sections if s.raw_path and not s.is_binary]
-        if not paths or not self.engines:
-            return None
-        best: tuple[int, int, int, str] | None = None   # (matches, -k, strip, prefix)
-        for k, (src, strip) in enumerate(self.engines):
-            if strip is not None:
-                cand = (strip, "")
-                try:
-                    cand = (strip, detect_strip(paths, src)[1]) if detect_strip(paths, src)[0] == strip else cand
-                except EngineError:
-                    pass
-            else:
-                try:
-                    cand = detect_strip(paths, src)
-                except EngineError:
-                    cand = (1 if any(p.startswith(("a/", "b/")) for p in paths) else 0, "")
-            n = sum(1 for p in paths if (mp := map_path(p, cand[0], cand[1])) and src.has(mp))
-            key = (n, -k, cand[0], cand[1])
-            if best is None or key > best:
-                best = key
-        assert best is not None
-        k = -best[1]
-        return EngineContext(self.engines[k][0], best[2], best[3], self._index(k))
+    return bool(source.refused(path, blob)) if isinstance(source, BoundedSource) else False
 
 
 def _changed_hunk_lines(hunk) -> set[int]:
@@ -367,7 +123,7 @@ def _read_original(ctx: EngineContext, section) -> tuple[str | None, str | None,
     path = src_path or ctx.engine_path(section.raw_path)
     # bump compares two revisions of one repository: there the file at the
     # revision counts, not the pre-image blob the index line names
-    if getattr(ctx, "use_index_blob", True) and section.index and not set(section.index[0]) <= {"0"}:
+    if ctx.use_index_blob and section.index and not set(section.index[0]) <= {"0"}:
         blob = _blob(ctx.source, section.index[0], path)
         if blob is not None:
             return blob.decode("utf-8", "surrogateescape"), path, False
@@ -405,7 +161,7 @@ def exact_units(patch, ctx: EngineContext, report_path: str):
     # a file changed by two sections of one patch: the second applies to the first's result,
     # as GNU patch does
     patched_so_far: dict[str, tuple[str, str | None]] = {}
-    problem_lines = {p.line for p in getattr(patch, "problems", ())}
+    problem_lines = {p.line for p in patch.problems}
     for section in patch.sections:
         if section.is_binary:
             continue
@@ -451,77 +207,42 @@ def _exact_section(patch, ctx: EngineContext, report_path: str, section, rec: Se
     from patchaudit.patching.apply import apply_hunks, split_lines
 
     # hunks the applier refuses are left out; the others apply as GNU patch would apply them
-    good = []
     records: dict[int, HunkRecord] = {}
-    for h in section.hunks:
-        defect = hunk_defect(h)
-        if defect is None:
-            good.append(h)
-            continue
-        records[h.index] = HunkRecord(report_path, h.header_line, section.path, target, h.index, "malformed",
-                                      engine=ctx.label)
-        if h.header_line not in problem_lines:   # PA301 reports what the patch reader found
-            result.errors.append(FileError(report_path, f"hunk #{h.index + 1} {defect}: not applied "
-                                                        f"(GNU patch refuses it as malformed)", h.header_line))
+    good = _applicable_hunks(report_path, ctx, section, target, problem_lines, records, result)
 
     def finish_records() -> None:
         rec.hunks = [records[k] for k in sorted(records)]
+
+    def fallback(hunks) -> None:
+        _fallback_units(patch, section, hunks, report_path, kind, py, text_units, ctx)
 
     if not good:
         finish_records()
         return
     if section.is_new and section.source_path is None:
-        original, orig_path = "", target
-        try:
-            existing = ctx.source.read_text(target) if target else None
-        except EngineError:
-            existing = None
-        if existing is not None:
-            # the patch creates a file the engine already has (GNU patch asks "Assume -R?")
-            post = "\n".join(l.text for h in good for l in h.post_image)
-            same = existing.rstrip("\n") == post.rstrip("\n")
-            for h in good:
-                records[h.index] = HunkRecord(report_path, h.header_line, section.path, target, h.index,
-                                              "already-applied" if same else "failed", line=1, engine=ctx.label)
+        original, orig_path, refused = "", target, False
+        same = _existing_new_file(report_path, ctx, section, target, good, records)
+        if same is not None:
             finish_records()
             if not same:
-                _fallback_units(patch, section, good, report_path, kind, py, text_units, ctx)
+                fallback(good)
             return
-        refused = False
     else:
-        source_key = ctx.engine_path(section.source_path) if section.source_path else target
-        refused = False
-        if source_key in patched_so_far:
-            original, orig_path = patched_so_far[source_key]
-        else:
-            try:
-                original, orig_path, refused = _read_original(ctx, section)
-            except EngineError as exc:   # an engine source that raises (not a BoundedSource)
-                result.errors.append(FileError(report_path, f"engine file not read: {exc}", section.header_line))
-                original, orig_path, refused = None, None, True
+        original, orig_path, refused = _section_original(ctx, report_path, section, target, patched_so_far,
+                                                         result)
     if original is None:
         rec.missing = not refused
         for h in good:
             records[h.index] = HunkRecord(report_path, h.header_line, section.path, target, h.index,
                                           "unreadable" if refused else "missing-file", engine=ctx.label)
         finish_records()
-        _fallback_units(patch, section, good, report_path, kind, py, text_units, ctx)
+        fallback(good)
         return
     rec.original_text = original
     lines, eol = split_lines(original)
     applied = apply_hunks(lines, [h.to_spec() for h in good], ends_with_newline=eol)
     orig_index = index_module(orig_path or target, original) if kind == PYTHON else None
-    for h, r in zip(good, applied.hunks):
-        # the symbol around the hunk's first change (not its leading context), looked up
-        # in the original (r.line is in patched-file coordinates)
-        lead = next((k for k, l in enumerate(h.lines) if l.kind != " "), 0)
-        if lead and h.lines[lead].kind == "+":
-            lead -= 1      # an insertion: the line it follows
-        at = (r.source_line or r.line or h.source_start) + lead
-        symbol = orig_index.symbol_at(at) if orig_index else None
-        records[h.index] = HunkRecord(report_path, h.header_line, section.path, target, h.index, r.status,
-                                      r.offset, r.fuzz, r.line, r.nearest, symbol, ctx.label,
-                                      source_line=r.source_line)
+    _applied_records(report_path, ctx, section, target, good, applied, orig_index, records)
     finish_records()
     failed = [h for h, r in zip(good, applied.hunks) if r.status == "failed"]
     if section.is_deleted:
@@ -529,18 +250,7 @@ def _exact_section(patch, ctx: EngineContext, report_path: str, section, rec: Se
     patched = "\n".join(applied.lines) + ("\n" if applied.ends_with_newline and applied.lines else "")
     rec.patched_text = patched
     patched_so_far[target] = (patched, target)
-    lines_map: dict[int, LineInfo] = {}
-    judged: set[int] = set()
-    hunk_of: dict[int, Any] = {}
-    changed_idx = [_changed_hunk_lines(h) for h in good]
-    for line_no, (hi, li) in applied.origin.items():
-        h = good[hi]
-        hl = h.lines[li]
-        is_changed = li in changed_idx[hi]
-        lines_map[line_no] = LineInfo(hl.patch_line, 1, line_no, is_changed)
-        hunk_of[line_no] = h
-        if is_changed:
-            judged.add(line_no)
+    lines_map, judged, hunk_of = _patched_lines(good, applied)
     if kind == PYTHON:
         from patchaudit.inputs.pyast import over_limit
 
@@ -550,7 +260,7 @@ def _exact_section(patch, ctx: EngineContext, report_path: str, section, rec: Se
         if patched_tree is None and not too_large:
             if orig_index is not None and orig_index.tree is not None:   # the patch broke it
                 rec.syntax_error = _syntax_error(patched, lines_map)
-            _fallback_units(patch, section, good, report_path, kind, py, text_units, ctx)
+            fallback(good)
             return
         unit = PythonUnit(path=report_path, lines_map=lines_map, judged=frozenset(judged), target_path=target,
                           patch=patch, section=section, mode="exact", text=patched, engine=ctx)
@@ -564,14 +274,98 @@ def _exact_section(patch, ctx: EngineContext, report_path: str, section, rec: Se
         unit.hunk_of = hunk_of
         text_units.append(unit)
     if failed:
-        _fallback_units(patch, section, failed, report_path, kind, py, text_units, ctx)
+        fallback(failed)
+
+
+def _applicable_hunks(report_path: str, ctx: EngineContext, section, target: str, problem_lines: set[int],
+                      records: dict, result: ExactResult) -> list:
+    """The section's hunks the applier takes; the others get a "malformed" record (and an
+    error, unless the patch reader reported them already)."""
+    good = []
+    for h in section.hunks:
+        defect = hunk_defect(h)
+        if defect is None:
+            good.append(h)
+            continue
+        records[h.index] = HunkRecord(report_path, h.header_line, section.path, target, h.index, "malformed",
+                                      engine=ctx.label)
+        if h.header_line not in problem_lines:   # PA301 reports what the patch reader found
+            result.errors.append(FileError(report_path, f"hunk #{h.index + 1} {defect}: not applied "
+                                                        f"(GNU patch refuses it as malformed)", h.header_line))
+    return good
+
+
+def _existing_new_file(report_path: str, ctx: EngineContext, section, target: str, good: list,
+                       records: dict) -> bool | None:
+    """A section creating a file: None when the engine lacks it; else the engine already has
+    it (GNU patch asks "Assume -R?"), its hunks are recorded "already-applied" or "failed",
+    and the answer is whether the engine's file is the one the patch creates."""
+    try:
+        existing = ctx.source.read_text(target) if target else None
+    except EngineError:
+        existing = None
+    if existing is None:
+        return None
+    post = "\n".join(l.text for h in good for l in h.post_image)
+    same = existing.rstrip("\n") == post.rstrip("\n")
+    for h in good:
+        records[h.index] = HunkRecord(report_path, h.header_line, section.path, target, h.index,
+                                      "already-applied" if same else "failed", line=1, engine=ctx.label)
+    return same
+
+
+def _section_original(ctx: EngineContext, report_path: str, section, target: str, patched_so_far: dict,
+                      result: ExactResult) -> tuple[str | None, str | None, bool]:
+    """(pre-image text, its engine path, refused) of a section changing a file: what an
+    earlier section of the patch made of it, else the engine's (`_read_original`)."""
+    source_key = ctx.engine_path(section.source_path) if section.source_path else target
+    if source_key in patched_so_far:
+        original, orig_path = patched_so_far[source_key]
+        return original, orig_path, False
+    try:
+        return _read_original(ctx, section)
+    except EngineError as exc:   # an engine source that raises (not a BoundedSource)
+        result.errors.append(FileError(report_path, f"engine file not read: {exc}", section.header_line))
+        return None, None, True
+
+
+def _applied_records(report_path: str, ctx: EngineContext, section, target: str, good: list, applied,
+                     orig_index, records: dict) -> None:
+    """The record of each hunk the applier applied (or failed to)."""
+    for h, r in zip(good, applied.hunks):
+        # the symbol around the hunk's first change (not its leading context), looked up
+        # in the original (r.line is in patched-file coordinates)
+        lead = next((k for k, l in enumerate(h.lines) if l.kind != " "), 0)
+        if lead and h.lines[lead].kind == "+":
+            lead -= 1      # an insertion: the line it follows
+        at = (r.source_line or r.line or h.source_start) + lead
+        symbol = orig_index.symbol_at(at) if orig_index else None
+        records[h.index] = HunkRecord(report_path, h.header_line, section.path, target, h.index, r.status,
+                                      r.offset, r.fuzz, r.line, r.nearest, symbol, ctx.label,
+                                      source_line=r.source_line)
+
+
+def _patched_lines(good: list, applied) -> tuple[dict[int, LineInfo], set[int], dict[int, Any]]:
+    """(lines map, judged lines, hunk of each line) of the patched file's lines the hunks gave."""
+    lines_map: dict[int, LineInfo] = {}
+    judged: set[int] = set()
+    hunk_of: dict[int, Any] = {}
+    changed_idx = [_changed_hunk_lines(h) for h in good]
+    for line_no, (hi, li) in applied.origin.items():
+        h = good[hi]
+        hl = h.lines[li]
+        is_changed = li in changed_idx[hi]
+        lines_map[line_no] = LineInfo(hl.patch_line, 1, line_no, is_changed)
+        hunk_of[line_no] = h
+        if is_changed:
+            judged.add(line_no)
+    return lines_map, judged, hunk_of
 
 
 def _fallback_units(patch, section, hunks, report_path, kind, py, text_units, ctx) -> None:
     """Fragment-mode units for hunks exact mode cannot place (failed, missing file)."""
     from patchaudit.inputs.discover import PATCH, PYTHON
-    from patchaudit.pipeline.runner import hunk_text_unit
-    from patchaudit.units.fragments import fragment_units
+    from patchaudit.units.fragments import fragment_units, hunk_text_unit
 
     for h in hunks:
         if kind == PYTHON:

@@ -28,7 +28,7 @@ import tokenize
 import warnings
 from dataclasses import dataclass
 
-from patchaudit.units import LineInfo, PythonUnit
+from patchaudit.units import LineInfo, PythonUnit, TextUnit
 from patchaudit.inputs.pyast import over_limit
 
 _OPEN = {"(": ")", "[": "]", "{": "}"}
@@ -275,3 +275,38 @@ def _search(texts: list[str], changed: list[int], covered: set[int], n: int, uni
                 text, n_open, shift, count = got
                 units.append(make(text, n_open, shift, i, count, col0=col))
                 break
+
+
+def patch_fragment_units(patch, report_path: str, wanted=None):
+    """Fragment mode: Python units from hunks of .py files, text units from other hunks.
+
+    `wanted(text)` is the selected Python rules' pre-filter: a hunk whose
+    post-image cannot match any of them is not parsed into windows at all (a
+    window's text is always part of its hunk's post-image)."""
+    from patchaudit.inputs.discover import PATCH, PYTHON, classify
+
+    py, text = [], []
+    for section, hunk in patch.iter_hunks():
+        if section.is_binary:
+            continue
+        if section.is_python:
+            if wanted is None or wanted("\n".join(l.text for l in hunk.post_image)):
+                py.extend(fragment_units(patch, section, hunk, report_path=report_path))
+            continue
+        kind = classify(section.path)
+        if kind in (None, PATCH, PYTHON):
+            continue
+        text.append(hunk_text_unit(patch, section, hunk, kind, report_path))
+    return py, text
+
+
+def hunk_text_unit(patch, section, hunk, kind: str, report_path: str, target_path: str | None = None):
+    """The text unit (shell, Dockerfile, YAML, .env) of what one hunk shows (fragment mode)."""
+    post = hunk.post_image
+    changed = hunk.changed_target_lines
+    lines_map = {k + 1: LineInfo(l.patch_line, 1, l.target_line, l.target_line in changed)
+                 for k, l in enumerate(post)}
+    judged = frozenset(k + 1 for k, l in enumerate(post) if l.target_line in changed)
+    return TextUnit(path=report_path, lines_map=lines_map, judged=judged,
+                    target_path=target_path or section.path, patch=patch, section=section, hunk=hunk,
+                    mode="fragment", flavor=kind, lines=[l.text for l in post])

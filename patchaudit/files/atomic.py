@@ -1,4 +1,4 @@
-"""Writing a report to a file (`--output FILE`, a baseline): whole or not at all.
+"""Writing a file patchaudit produces (a report, `--output FILE`, a baseline): whole or not at all.
 
 The report goes to a temporary file in the same folder, which is then renamed
 over FILE (`os.replace`, atomic on POSIX and Windows), so a failure at any

@@ -1,0 +1,409 @@
+"""What a rule sees of the dataflow layer: the sites its hooks get, `FlowSpec`, `FlowState`.
+
+Part of the interpreter of patchaudit/analysis/dataflow.py.  A rule subclasses
+`FlowSpec` and overrides its hooks; the hooks get the running interpreter (a
+`FlowState`: `patchaudit.analysis.dataflow.Flow` is one) to create taints
+(`flow.source`, `flow.marker`, `flow.derive`), to read the heap (`flow.deep`,
+`flow.objects`) and to report (`flow.report`), and one site per event: a call
+(`CallSite`), a store (`StoreSite`), a return (`ReturnSite`).
+
+`FlowState` also holds the interpreter's state and the heap (dicts built in the
+module); the parts of the interpreter (statements, expressions, summaries,
+library models) are its subclasses, joined in `Flow`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Iterator
+
+import libcst as cst
+
+from patchaudit.analysis.flow_structure import MISSING, Frame, Function, Summary, literal_value
+from patchaudit.analysis.flow_values import (
+    EMPTY,
+    IDS,
+    SNIPPET,
+    At,
+    Env,
+    Step,
+    Value,
+    add_step,
+    join,
+    join_all,
+    line_of,
+)
+
+# --------------------------------------------------------------------------
+# what rules see
+
+
+@dataclass
+class Arg:
+    keyword: str | None
+    star: str            # "", "*" or "**"
+    value: Value
+    node: cst.Arg
+
+
+@dataclass
+class CallSite:
+    node: cst.Call
+    at: Any                     # the call's line (lazy: use `.line`)
+    callee: str | None          # dotted callee: "AutoProcessor.from_pretrained", "self.processor"
+    name: str | None            # last name of the callee: "from_pretrained", "processor"
+    func: Value                 # the callee's own value (e.g. a processor object)
+    receiver: Value | None      # the object a method is called on
+    receiver_path: str | None   # its dotted path, when it has one
+    args: list[Arg]
+    resolved: bool              # a function of this module (its body was analysed)
+    flow: "FlowState"
+
+    @property
+    def line(self) -> int:
+        return line_of(self.at)
+
+    def keyword(self, name: str) -> Arg | None:
+        for a in self.args:
+            if a.keyword == name:
+                return a
+        return None
+
+    def positional(self) -> list[Arg]:
+        return [a for a in self.args if a.keyword is None and a.star == ""]
+
+    def has_star(self) -> bool:
+        return any(a.star for a in self.args)
+
+    def literal(self, name: str) -> Any:
+        """The constant value of keyword `name` (True/False/None/int/str), or `MISSING`."""
+        a = self.keyword(name)
+        if a is None:
+            return MISSING
+        return literal_value(a.node.value)
+
+    def all_values(self) -> Value:
+        return join_all(a.value for a in self.args)
+
+    def snippet(self, width: int = SNIPPET) -> str:
+        return self.flow.snippet(self.node, width)
+
+
+
+
+@dataclass
+class StoreSite:
+    node: cst.CSTNode           # the target (`sample.tokens`, `d["k"]`) or the mutating call
+    at: Any
+    path: str | None            # `sample.tokens`, `batch["input_ids"]`
+    attr: str | None            # last attribute or string key
+    kind: str                   # "attr", "item" or "mutate" (append/extend/+=)
+    value: Value                # what is stored or added (trace ends with the store)
+    local_object: bool          # the container is a dict built in this module
+
+    @property
+    def line(self) -> int:
+        return line_of(self.at)
+
+
+@dataclass
+class ReturnSite:
+    node: cst.CSTNode
+    at: Any
+    function: str
+    value: Value
+
+    @property
+    def line(self) -> int:
+        return line_of(self.at)
+
+
+@dataclass
+class FieldEntry:
+    value: Value
+    node: cst.CSTNode
+    at: Any
+    none: bool          # every value stored under this key is the literal None
+
+    @property
+    def line(self) -> int:
+        return line_of(self.at)
+
+
+@dataclass
+class HeapObject:
+    """A dict built in the module (literal, `dict(...)`, comprehension) and its keys."""
+
+    id: int
+    node: cst.CSTNode
+    fields: dict[str, FieldEntry] = field(default_factory=dict)
+
+
+@dataclass
+class Hit:
+    node: cst.CSTNode
+    line: int
+    message: str
+    steps: tuple[Step, ...]
+    origin: Any
+    severity: Any = None
+
+
+class FlowSpec:
+    """What a rule plugs into the layer.  Override the hooks; all are optional.
+
+    `kinds` maps each label the rule uses to IDS, TEXT or OBJECT.  Hooks get the
+    running `Flow` to create taints (`flow.source`, `flow.derive`) and findings
+    (`flow.report`).
+    """
+
+    kinds: dict[str, str] = {}
+
+    #: callees (last name) whose result carries their arguments' ids/text
+    seq_wrappers: frozenset[str] = frozenset({
+        "list", "tuple", "tensor", "as_tensor", "LongTensor", "IntTensor", "Tensor", "array", "asarray",
+        "cat", "concat", "concatenate", "chain", "sorted", "reversed", "enumerate", "zip", "stack", "hstack",
+    })
+    #: callees whose result carries every argument label (objects too)
+    all_wrappers: frozenset[str] = frozenset({"copy", "deepcopy", "dict", "cast"})
+    #: callees whose result carries only text
+    str_wrappers: frozenset[str] = frozenset({"str", "repr"})
+    #: methods returning their receiver's value, any kind
+    all_methods: frozenset[str] = frozenset({"to", "cpu", "cuda", "copy", "clone", "detach", "contiguous"})
+    #: methods returning the receiver's ids/text
+    seq_methods: frozenset[str] = frozenset({
+        "tolist", "long", "int", "numpy", "squeeze", "unsqueeze", "flatten", "view", "reshape", "ravel",
+        "astype", "expand", "repeat", "tolist", "flip",
+    })
+    #: string methods returning (parts of) the receiver's text
+    str_methods: frozenset[str] = frozenset({
+        "strip", "lstrip", "rstrip", "replace", "lower", "upper", "split", "rsplit", "splitlines", "title",
+        "capitalize", "casefold", "removeprefix", "removesuffix", "partition", "rpartition", "center",
+        "ljust", "rjust", "zfill", "expandtabs", "translate", "format", "join", "format_map",
+    })
+    #: module functions whose result carries their arguments' text (`re.sub(p, r, text)`)
+    str_functions: frozenset[str] = frozenset({"sub", "split", "findall", "dedent", "indent", "normalize",
+                                               "unescape", "escape", "fill", "wrap"})
+    #: methods that add their arguments to the receiver
+    mutators: frozenset[str] = frozenset({"append", "extend", "insert", "add", "appendleft", "extendleft"})
+
+    def kind(self, label: str) -> str:
+        return self.kinds.get(label, IDS)
+
+    def param(self, flow: "FlowState", function: str, name: str, annotation: cst.BaseExpression | None,
+              node: cst.CSTNode) -> Value | None:
+        """A parameter's own value (e.g. a processor by name or annotation)."""
+        return None
+
+    def unknown(self, flow: "FlowState", name: str, node: cst.CSTNode) -> Value | None:
+        """The value of a name or attribute the analysis knows nothing about."""
+        return None
+
+    def call(self, flow: "FlowState", site: CallSite) -> Value | None:
+        """Sources, transforms and call sinks: the extra value of a call's result."""
+        return None
+
+    def field(self, flow: "FlowState", base: Value, key: str, node: cst.CSTNode) -> Value | None:
+        """`base.key`, `base["key"]`, `base.get("key")`: label transforms."""
+        return None
+
+    def store(self, flow: "FlowState", site: StoreSite) -> None:
+        """An attribute/item store or a mutation (append/extend/+=)."""
+
+    def ret(self, flow: "FlowState", site: ReturnSite) -> None:
+        """A `return` (or `yield`) inside a function."""
+
+    def finish(self, flow: "FlowState") -> None:
+        """After the fixed point: sinks over the heap (`flow.objects()`)."""
+
+
+# --------------------------------------------------------------------------
+# the interpreter's state
+
+
+class FlowState:
+    """The state of one run of a `FlowSpec` over one module, what the spec's hooks may
+    call on it, and the heap.  `position(node)` gives a libcst CodeRange
+    (PositionProvider metadata)."""
+
+    def __init__(self, module: cst.Module, spec: FlowSpec, position: Callable[[cst.CSTNode], Any]):
+        self.module = module
+        self.spec = spec
+        self._position = position
+        self.functions: list[Function] = []
+        self.module_functions: dict[str, Function] = {}
+        self.classes: dict[str, dict[str, Function]] = {}
+        self.class_bases: dict[str, list[str]] = {}
+        self.globals: Env = {}
+        self.class_fields: dict[str, Env] = {}
+        self._heap: dict[int, HeapObject] = {}
+        self._alloc: dict[int, int] = {}
+        self._summaries: dict[tuple, Summary] = {}
+        self._pass_memo: dict[tuple, Summary] = {}
+        self._in_progress: set[tuple] = set()
+        self._changed = False
+        self._tainted = False
+        self._hits: dict[tuple, Hit] = {}
+        self._unknown_cache: dict[str, Value] = {}
+        self._param_cache: dict[tuple[str, str], Value] = {}
+        self._mros: dict[str, list[str]] = {}
+        self._deferred: dict[tuple, tuple[Function, dict[str, Value], dict[str, Value]]] = {}
+        self.passes = 0
+
+    # ----- helpers for specs ----------------------------------------------------
+    def line(self, node: cst.CSTNode) -> int:
+        return self._position(node).start.line
+
+    def _at(self, node: cst.CSTNode) -> At:
+        return At(self, node)
+
+    def snippet(self, node: cst.CSTNode, width: int = SNIPPET) -> str:
+        try:
+            code = self.module.code_for_node(node)
+        except Exception:  # pragma: no cover - defensive
+            return "?"
+        code = " ".join(code.split())
+        return code if len(code) <= width else code[: width - 3] + "..."
+
+    def kind(self, label: str) -> str:
+        return self.spec.kind(label)
+
+    def source(self, label: str, node: cst.CSTNode, note: str, origin: Any = None) -> Value:
+        """A fresh taint at `node`."""
+        self._tainted = True
+        if origin is None:
+            pos = self._position(node).start
+            origin = (pos.line, pos.column)
+        return Value({(label, origin): ((self.line(node), note),)})
+
+    def marker(self, label: str, origin: Any) -> Value:
+        """A taint without a trace, for identity labels (a processor object) that are never
+        reported themselves: it costs no position lookup and does not make the module "tainted"
+        (a module with markers only is analysed once, not to a fixed point)."""
+        return Value({(label, origin): ()})
+
+    def derive(self, value: Value, from_labels: Iterable[str], to_label: str, node: cst.CSTNode,
+               note: str) -> Value:
+        """Taints of `from_labels` in `value` turned into `to_label` (same origin, one more step)."""
+        want = set(from_labels)
+        line = self.line(node)
+        t = {(to_label, o): add_step(s, line, note) for (l, o), s in value.flat().t.items() if l in want}
+        if t:
+            self._tainted = True
+        return Value(t)
+
+    def deep(self, value: Value) -> Value:
+        """`value` with the fields of the dicts it references (recursively) merged in."""
+        out = value.flat()
+        seen: set[int] = set()
+        todo = list(out.refs)
+        while todo:
+            ref = todo.pop()
+            if ref in seen:
+                continue
+            seen.add(ref)
+            for fe in self._heap[ref].fields.values():
+                fv = fe.value.flat()
+                out = join(out, Value(fv.t))
+                todo.extend(fv.refs)
+        return Value(out.t)
+
+    def objects(self) -> Iterator[HeapObject]:
+        return iter(sorted(self._heap.values(), key=lambda o: o.id))
+
+    def report(self, node: cst.CSTNode, message: str, steps: tuple[Step, ...], origin: Any,
+               note: str, severity: Any = None) -> None:
+        line = self.line(node)
+        key = (self.line(node), self._position(node).start.column, origin)
+        if key in self._hits:
+            return
+        self._hits[key] = Hit(node, line, message, add_step(tuple(steps), line, note), origin, severity)
+
+
+
+    # ----- the heap: dicts built in the module ------------------------------------------
+    def _field(self, base: Value, key: str, node: cst.CSTNode) -> Value:
+        r = EMPTY
+        if base.refs:
+            for ref in sorted(base.refs):
+                obj = self._heap[ref]
+                for k in (key, "?"):
+                    fe = obj.fields.get(k)
+                    if fe is not None:
+                        r = join(r, fe.value)
+        if base:
+            extra = self.spec.field(self, base, key, node)
+            if extra:
+                r = join(r, extra)
+        return r
+
+    def _alloc_obj(self, node: cst.CSTNode) -> int:
+        ref = self._alloc.get(id(node))
+        if ref is None:
+            ref = len(self._heap) + 1
+            self._alloc[id(node)] = ref
+            self._heap[ref] = HeapObject(ref, node)
+        return ref
+
+    def _set_field(self, ref: int, key: str, v: Value, node: cst.CSTNode, line: "int | At", none: bool) -> None:
+        obj = self._heap[ref]
+        fe = obj.fields.get(key)
+        if fe is None:
+            obj.fields[key] = FieldEntry(v, node, line, none)
+            if v:
+                self._changed = True
+            return
+        new = join(fe.value, v)
+        if new.key() != fe.value.key():
+            self._changed = True
+        fe.value = new
+        fe.none = fe.none and none
+
+    def _copy_fields(self, ref: int, v: Value, node: cst.CSTNode) -> None:
+        for src in sorted(v.flat().refs):
+            if src == ref:
+                continue
+            for k, fe in list(self._heap[src].fields.items()):
+                self._set_field(ref, k, fe.value, fe.node, fe.at, fe.none)
+
+
+    # ----- the parts of the interpreter (defined by the subclasses `Flow` joins) ---------
+    def _block(self, body: Any, env: Env, fr: Frame) -> Env:
+        raise NotImplementedError  # flow_statements
+
+    def _assign(self, target: cst.BaseExpression, v: Value, env: Env, fr: Frame, line: "int | At",
+                how: str, value_node: cst.CSTNode | None = None) -> None:
+        raise NotImplementedError  # flow_statements
+
+    def _mutate(self, target: cst.BaseExpression, node: cst.CSTNode, cur: Value, added: Value, env: Env,
+                fr: Frame, line: "int | At") -> None:
+        raise NotImplementedError  # flow_statements
+
+    def _remember(self, path: str, v: Value, fr: Frame) -> None:
+        raise NotImplementedError  # flow_statements
+
+    def _return(self, node: cst.CSTNode, v: Value, fr: Frame) -> None:
+        raise NotImplementedError  # flow_statements
+
+    def _eval(self, node: cst.BaseExpression | None, env: Env, fr: Frame) -> Value:
+        raise NotImplementedError  # flow_expressions
+
+    def _eval_slice(self, s: cst.BaseSlice, env: Env, fr: Frame) -> None:
+        raise NotImplementedError  # flow_expressions
+
+    def _iter_elem(self, it: Value) -> Value:
+        raise NotImplementedError  # flow_expressions
+
+    def _class_field(self, cls: str, path: str) -> Value:
+        raise NotImplementedError  # flow_summaries
+
+    def _resolve(self, func: cst.BaseExpression, env: Env, fr: Frame) -> tuple[Function, bool] | None:
+        raise NotImplementedError  # flow_summaries
+
+    def _invoke(self, fn: Function, bound: bool, args: list[Arg], node: cst.Call, line: "int | At", env: Env,
+                fr: Frame) -> Value:
+        raise NotImplementedError  # flow_summaries
+
+    def _builtin(self, node: cst.Call, name: str | None, receiver: Value | None, receiver_path: str | None,
+                 args: list[Arg], line: "int | At", env: Env, fr: Frame) -> Value:
+        raise NotImplementedError  # flow_builtins

@@ -1,0 +1,241 @@
+"""The dataflow layer's functions: the module's structure, callee resolution, summaries.
+
+Part of the interpreter of patchaudit/analysis/dataflow.py.  Each function of
+the module is analysed per *context* (the abstract values of its arguments,
+ignoring traces), which gives its summary: the returned value and the stores it
+makes into its parameters' attributes.  Contexts are memoised per pass; a
+context too deep in the call stack is deferred to the end of the pass.  Calls
+are resolved by the LEGB rule approximately: nested functions, module
+functions, methods through `self`/`cls` and the class hierarchy of the module.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import libcst as cst
+
+from patchaudit.analysis.flow_api import Arg, FlowState
+from patchaudit.analysis.flow_structure import (
+    EMPTY_SUMMARY,
+    Frame,
+    Function,
+    Summary,
+    block_body,
+    path_of,
+    set_path,
+    sub_blocks,
+)
+from patchaudit.analysis.flow_values import EMPTY, MAX_CALL_DEPTH, At, Env, Value, join
+from patchaudit.inputs.cst import ANY_CALL, dotted
+
+
+class Summaries(FlowState):
+    """Structure and calls of the module's own functions (`Flow._collect`, `Flow._summary`,
+    `Flow._invoke`, ...)."""
+
+    # ----- structure ------------------------------------------------------------
+    def _collect(self, stmts: Iterable[cst.CSTNode], parent: Function | None, cls: str | None,
+                 prefix: str) -> None:
+        for stmt in stmts:
+            if isinstance(stmt, cst.FunctionDef):
+                fn = self._function(stmt, parent, cls, prefix)
+                self.functions.append(fn)
+                if cls is not None:
+                    self.classes.setdefault(cls, {})[fn.name] = fn
+                elif parent is not None:
+                    parent.nested[fn.name] = fn
+                else:
+                    self.module_functions[fn.name] = fn
+                self._collect(block_body(stmt.body), fn, None, fn.qualname + ".")
+            elif isinstance(stmt, cst.ClassDef):
+                name = stmt.name.value
+                self.classes.setdefault(name, {})
+                self.class_bases[name] = [b for b in (dotted(a.value, ANY_CALL) for a in stmt.bases) if b]
+                self._collect(block_body(stmt.body), parent, name, prefix + name + ".")
+            else:
+                for sub in sub_blocks(stmt):
+                    self._collect(sub, parent, cls, prefix)
+
+    def _function(self, node: cst.FunctionDef, parent: Function | None, cls: str | None,
+                  prefix: str) -> Function:
+        decos = {dotted(d.decorator, ANY_CALL) for d in node.decorators}
+        kind = "function"
+        if cls is not None:
+            kind = "static" if "staticmethod" in decos else "class" if "classmethod" in decos else "method"
+        fn = Function(prefix + node.name.value, node.name.value, node, cls, kind, parent)
+        ps = node.params
+        for p in list(ps.posonly_params) + list(ps.params):
+            fn.positional.append(p.name.value)
+        for p in ps.kwonly_params:
+            fn.kwonly.append(p.name.value)
+        if isinstance(ps.star_arg, cst.Param):
+            fn.star = ps.star_arg.name.value
+        if isinstance(ps.star_kwarg, cst.Param):
+            fn.starstar = ps.star_kwarg.name.value
+        for p in list(ps.posonly_params) + list(ps.params) + list(ps.kwonly_params) + \
+                [x for x in (ps.star_arg, ps.star_kwarg) if isinstance(x, cst.Param)]:
+            fn.annotations[p.name.value] = p.annotation.annotation if p.annotation else None
+            fn.param_nodes[p.name.value] = p
+        return fn
+
+    def _mro(self, cls: str) -> list[str]:
+        """`cls` and its bases defined in this module, depth first (cached)."""
+        got = self._mros.get(cls)
+        if got is None:
+            got = []
+            todo = [cls]
+            while todo:
+                c = todo.pop(0)
+                if c in got or c not in self.classes:
+                    continue
+                got.append(c)
+                todo.extend(b.rsplit(".", 1)[-1] for b in self.class_bases.get(c, []))
+            self._mros[cls] = got
+        return got
+
+    def _method(self, cls: str, name: str) -> Function | None:
+        for c in self._mro(cls):
+            fn = self.classes[c].get(name)
+            if fn is not None:
+                return fn
+        return None
+
+    def _class_field(self, cls: str, path: str) -> Value:
+        v = EMPTY
+        for c in self._mro(cls):
+            fields = self.class_fields.get(c)
+            if fields:
+                v = join(v, fields.get(path, EMPTY))
+        return v
+
+    def _resolve(self, func: cst.BaseExpression, env: Env, fr: Frame) -> tuple[Function, bool] | None:
+        if isinstance(func, cst.Name):
+            n = func.value
+            if n in env:
+                return None  # a local shadows the function
+            f = fr.fn
+            while f is not None:
+                if n in f.nested:
+                    return f.nested[n], False
+                f = f.parent
+            fn = self.module_functions.get(n)
+            return (fn, False) if fn is not None else None
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+            base, m = func.value.value, func.attr.value
+            if base in ("self", "cls") and fr.cls is not None:
+                fn = self._method(fr.cls, m)
+                if fn is not None:
+                    return fn, fn.kind != "static"
+            if base in self.classes and base not in env:
+                fn = self._method(base, m)
+                if fn is not None:
+                    return fn, fn.kind == "class"
+        return None
+
+    # ----- summaries ----------------------------------------------------------------
+    def _param_seed(self, fn: Function, name: str) -> Value:
+        key = (fn.qualname, name)
+        if key not in self._param_cache:
+            v = self.spec.param(self, fn.qualname, name, fn.annotations.get(name), fn.param_nodes[name])
+            self._param_cache[key] = v or EMPTY
+        return self._param_cache[key]
+
+    def _summary(self, fn: Function, key: tuple, args: dict[str, Value], subs: dict[str, Value],
+                 depth: int) -> Summary:
+        memo = self._pass_memo.get(key)
+        if memo is not None:
+            return memo
+        if key in self._in_progress:
+            return self._summaries.get(key, EMPTY_SUMMARY)
+        if depth > MAX_CALL_DEPTH:
+            # too deep to analyse on this stack: analyse it from the top after this pass
+            if key not in self._deferred:
+                self._deferred[key] = (fn, args, subs)
+            return self._summaries.get(key, EMPTY_SUMMARY)
+        self._in_progress.add(key)
+        try:
+            fr = Frame(fn, depth)
+            env: Env = {}
+            for p in fn.params():
+                env[p] = join(args.get(p, EMPTY), self._param_seed(fn, p))
+            env.update(subs)
+            self._block(block_body(fn.node.body), env, fr)
+            summ = Summary(fr.ret, fr.effects)
+        finally:
+            self._in_progress.discard(key)
+        old = self._summaries.get(key)
+        if (old.key() if old is not None else EMPTY_SUMMARY.key()) != summ.key():
+            self._changed = True
+        self._summaries[key] = summ
+        self._pass_memo[key] = summ
+        return summ
+
+
+    def _bind(self, fn: Function, bound: bool, args: list[Arg]) -> dict[str, tuple[Value, cst.Arg | None]]:
+        positional = list(fn.positional)
+        if bound and fn.kind in ("method", "class") and positional:
+            positional = positional[1:]
+        binding: dict[str, tuple[Value, cst.Arg | None]] = {}
+        i = 0
+        for a in args:
+            if a.keyword is None and a.star == "":
+                if i < len(positional):
+                    binding[positional[i]] = (a.value, a.node)
+                    i += 1
+                elif fn.star:
+                    prev = binding.get(fn.star, (EMPTY, None))[0]
+                    binding[fn.star] = (join(prev, a.value.flat()), None)
+            elif a.star == "*":
+                f = a.value.flat()
+                for p in positional[i:]:
+                    binding.setdefault(p, (f, None))
+                if fn.star:
+                    binding[fn.star] = (join(binding.get(fn.star, (EMPTY, None))[0], f), None)
+                i = len(positional)
+            elif a.star == "**":
+                for p in positional[i:] + fn.kwonly:
+                    if p not in binding:
+                        v = self._field(a.value, p, a.node) if a.value.refs else EMPTY
+                        if v:
+                            binding[p] = (v, None)
+            elif a.keyword in positional or a.keyword in fn.kwonly:
+                binding[a.keyword] = (a.value, a.node)
+            elif fn.starstar:
+                prev = binding.get(fn.starstar, (EMPTY, None))[0]
+                binding[fn.starstar] = (join(prev, a.value.flat()), None)
+        return binding
+
+    def _invoke(self, fn: Function, bound: bool, args: list[Arg], node: cst.Call, line: "int | At", env: Env,
+                fr: Frame) -> Value:
+        binding = self._bind(fn, bound, args)
+        values: dict[str, Value] = {}
+        subs: dict[str, Value] = {}
+        paths: dict[str, str] = {}
+        for p, (v, anode) in binding.items():
+            if v:
+                values[p] = v.with_step(line, f"passed as `{p}` to `{fn.name}()`")
+            apath = path_of(anode.value) if anode is not None else None
+            if apath is None:
+                continue
+            paths[p] = apath
+            for k, sv in env.items():
+                if sv and len(k) > len(apath) and k.startswith(apath) and k[len(apath)] in ".[":
+                    subs[p + k[len(apath):]] = sv.with_step(line, f"passed in `{apath}` to `{fn.name}()`")
+            if apath.startswith("self.") and fr.cls is not None:
+                for k, sv in self.class_fields.get(fr.cls, {}).items():
+                    if sv and len(k) > len(apath) and k.startswith(apath) and k[len(apath)] in ".[":
+                        subs.setdefault(p + k[len(apath):], sv)
+        key = (fn.qualname, tuple(sorted((k, v.key()) for k, v in values.items())),
+               tuple(sorted((k, v.key()) for k, v in subs.items())))
+        summ = self._summary(fn, key, values, subs, fr.depth + 1)
+        for p, eff in summ.effects.items():
+            apath = paths.get(p)
+            if apath is None:
+                continue
+            for rest, v in eff.items():
+                path = apath + rest
+                v = v.with_step(line, f"`{path}` set by `{fn.name}()`")
+                set_path(env, path, join(env.get(path, EMPTY), v))
+                self._remember(path, v, fr)
+        return summ.ret

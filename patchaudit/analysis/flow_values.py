@@ -1,0 +1,241 @@
+"""The dataflow layer's abstract values: taints, their traces, environments.
+
+Part of the interpreter of patchaudit/analysis/dataflow.py (its docstring says
+what the layer follows).  A value is a set of taints, each a label chosen by a
+rule, an origin and the ordered steps the value took from its source; the
+label's *kind* (IDS, TEXT or OBJECT) decides which operations it survives.
+Also the name patterns the rules match with (`matches`, `path_matches`) and the
+interpreter's budgets.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from typing import Any, Callable, Iterable, Protocol
+
+import libcst as cst
+
+IDS, TEXT, OBJECT = "ids", "text", "object"
+ALL_KINDS = frozenset({IDS, TEXT, OBJECT})
+SEQ_KINDS = frozenset({IDS, TEXT})
+STR_KINDS = frozenset({TEXT})
+
+#: a trace step: (line in the unit, note)
+Step = tuple[int, str]
+
+MAX_STEPS = 64
+MAX_PASSES = 8
+MAX_CALL_DEPTH = 24
+#: contexts found too deep in the call stack, analysed from the top at the end of a pass
+MAX_DEFERRED = 2000
+SNIPPET = 60
+
+
+def matches(name: str | None, patterns: Iterable[str]) -> bool:
+    """fnmatch-style, case-sensitive: does `name` match one of `patterns`?
+
+    (`fnmatch.fnmatchcase` on each pattern, as one compiled alternation per list of
+    patterns: the rules ask this for every name they meet, against lists of dozens.)"""
+    if not name:
+        return False
+    key = tuple(patterns)
+    rx = _ALTERNATIONS.get(key)
+    if rx is None:
+        if len(_ALTERNATIONS) > 256:
+            _ALTERNATIONS.clear()
+        rx = _ALTERNATIONS[key] = re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in key)) \
+            if key else None
+    return rx is not None and rx.match(name) is not None
+
+
+_ALTERNATIONS: dict[tuple, "re.Pattern[str] | None"] = {}
+
+
+def path_matches(path: str | None, patterns: Iterable[str]) -> bool:
+    """A dotted path against patterns naming its tail: "tokens" matches `sample.tokens`,
+    "sample.tokens" matches `self.sample.tokens`, `x["tokens"]` matches "tokens"."""
+    if not path:
+        return False
+    norm = path.replace('["', ".").replace('"]', "")
+    for p in patterns:
+        if fnmatch.fnmatchcase(norm, p) or fnmatch.fnmatchcase(norm, "*." + p):
+            return True
+    return False
+
+
+
+# --------------------------------------------------------------------------
+# abstract values
+
+
+class Value:
+    """A set of taints, optionally with precise elements (a tuple/list literal)
+    and references to heap objects (dicts built in the module).  Immutable."""
+
+    __slots__ = ("t", "elems", "refs")
+
+    def __init__(self, t: dict[tuple[str, Any], tuple[Step, ...]] | None = None,
+                 elems: tuple["Value", ...] | None = None, refs: frozenset[int] = frozenset()):
+        self.t = t if t is not None else {}
+        self.elems = elems
+        self.refs = refs
+
+    def __bool__(self) -> bool:
+        return bool(self.t) or bool(self.refs) or (self.elems is not None and any(self.elems))
+
+    def __repr__(self) -> str:  # pragma: no cover - debugging aid
+        parts = [f"{l}@{o}" for l, o in self.t]
+        if self.elems is not None:
+            parts.append("(" + ", ".join(repr(e) for e in self.elems) + ")")
+        if self.refs:
+            parts.append(f"refs={sorted(self.refs)}")
+        return "Value(" + " ".join(parts) + ")"
+
+    def flat(self) -> "Value":
+        """The value with its elements merged in (what a whole container carries)."""
+        if self.elems is None:
+            return self
+        t = dict(self.t)
+        refs = set(self.refs)
+        for e in self.elems:
+            f = e.flat()
+            for k, s in f.t.items():
+                t.setdefault(k, s)
+            refs |= f.refs
+        return Value(t, None, frozenset(refs))
+
+    def key(self) -> tuple:
+        """Identity for fixed points and memo keys: labels and origins, not traces."""
+        return (frozenset(self.t), tuple(e.key() for e in self.elems) if self.elems is not None else None,
+                self.refs)
+
+    def labels(self) -> set[str]:
+        return {l for l, _ in self.flat().t}
+
+    def has(self, labels: Iterable[str] | str) -> bool:
+        want = {labels} if isinstance(labels, str) else set(labels)
+        return any(l in want for l, _ in self.flat().t)
+
+    def find(self, labels: Iterable[str] | str) -> list[tuple[str, Any, tuple[Step, ...]]]:
+        """(label, origin, steps) of the taints with one of `labels`, shortest trace first."""
+        want = {labels} if isinstance(labels, str) else set(labels)
+        out = [(l, o, s) for (l, o), s in self.flat().t.items() if l in want]
+        out.sort(key=lambda x: (len(x[2]), x[2][:1], str(x[1])))
+        return out
+
+    def with_step(self, line: "int | At", note: str) -> "Value":
+        if not self:
+            return self
+        t = {k: add_step(s, line, note) for k, s in self.t.items()}
+        elems = tuple(e.with_step(line, note) for e in self.elems) if self.elems is not None else None
+        return Value(t, elems, self.refs)
+
+    def keep(self, kinds: frozenset[str], kind_of: Callable[[str], str], refs: bool = False) -> "Value":
+        """The taints whose label kind is in `kinds` (flattened); heap refs only if asked."""
+        if not self:
+            return self
+        f = self.flat()
+        t = {k: s for k, s in f.t.items() if kind_of(k[0]) in kinds}
+        return Value(t, None, f.refs if refs else frozenset())
+
+    def no_refs(self) -> "Value":
+        if not self.refs:
+            return self
+        f = self.flat()
+        return Value(f.t)
+
+
+EMPTY = Value()
+
+
+def add_step(steps: tuple[Step, ...], line: "int | At", note: str) -> tuple[Step, ...]:
+    """Append a step; a step on the same line as the last one is merged into it.
+    A marker (no steps) stays without steps."""
+    if not steps:
+        return steps
+    if not isinstance(line, int):
+        line = line.line
+    if steps and steps[-1][0] == line:
+        last = steps[-1][1]
+        if note in last:
+            return steps
+        return steps[:-1] + ((line, f"{last}; {note}"),)
+    if len(steps) >= MAX_STEPS:  # a very long flow: keep its beginning and its latest step
+        return steps[:-1] + ((line, note),)
+    return steps + ((line, note),)
+
+
+def join(a: Value, b: Value) -> Value:
+    if not a:
+        return b
+    if not b or a is b:
+        return a
+    refs = a.refs | b.refs
+    if a.elems is not None and b.elems is not None and len(a.elems) == len(b.elems):
+        t = dict(a.t)
+        for k, s in b.t.items():
+            t.setdefault(k, s)
+        return Value(t, tuple(join(x, y) for x, y in zip(a.elems, b.elems)), refs)
+    fa, fb = a.flat(), b.flat()
+    t = dict(fa.t)
+    for k, s in fb.t.items():
+        t.setdefault(k, s)
+    return Value(t, None, fa.refs | fb.refs)
+
+
+def join_all(values: Iterable[Value]) -> Value:
+    out = EMPTY
+    for v in values:
+        out = join(out, v)
+    return out
+
+
+def tuple_value(elems: list[Value]) -> Value:
+    if not any(elems):
+        return EMPTY
+    return Value({}, tuple(elems))
+
+
+Env = dict[str, Value]
+
+
+def join_env(a: Env, b: Env) -> Env:
+    out = dict(a)
+    for k, v in b.items():
+        cur = out.get(k)
+        out[k] = v if cur is None else join(cur, v)
+    return out
+
+
+def env_key(env: Env) -> frozenset:
+    return frozenset((k, v.key()) for k, v in env.items() if v)
+
+
+class Positions(Protocol):
+    """What `At` asks of the interpreter: a node's line."""
+
+    def line(self, node: cst.CSTNode) -> int: ...
+
+
+class At:
+    """A node's line, computed on first use: positions are costly metadata (see
+    patchaudit/analysis/lazy_metadata.py) and most values the interpreter moves carry no taint."""
+
+    __slots__ = ("_flow", "_node", "_line")
+
+    def __init__(self, flow: "Positions", node: cst.CSTNode):
+        self._flow = flow
+        self._node = node
+        self._line: int | None = None
+
+    @property
+    def line(self) -> int:
+        if self._line is None:
+            self._line = self._flow.line(self._node)
+        return self._line
+
+
+def line_of(at: "int | At") -> int:
+    return at if isinstance(at, int) else at.line
+

@@ -1,0 +1,166 @@
+"""The monkey-patch pre-filter: the engine package names of a run, and two
+sound checks that a file cannot hold a monkey-patch of them (a regular
+expression, then the stdlib `ast`), so that libcst parses only the files that
+can."""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import Any, Iterable
+
+from patchaudit.engine.versions import DEFAULT_PACKAGES
+
+# --------------------------------------------------------------------------
+# engine package names and the pre-filter
+
+
+def engine_packages(settings: Any = None) -> tuple[str, ...]:
+    """The engine package names of a run: `engine-packages` plus every
+    `--engine NAME=...` whose NAME is a package name."""
+    names = list(getattr(settings, "engine_packages", None) or DEFAULT_PACKAGES)
+    for spec in getattr(settings, "engines", None) or ():
+        name = getattr(spec, "name", "")
+        if name and name.isidentifier() and name != "engine" and name not in names:
+            names.append(name)
+    return tuple(names)
+
+
+_FILTERS: dict[tuple[str, ...], re.Pattern] = {}
+
+
+def _filter_re(packages: tuple[str, ...]) -> re.Pattern:
+    pat = _FILTERS.get(packages)
+    if pat is None:
+        alt = "|".join(re.escape(p) for p in packages)
+        # an import of the package (anywhere, indented too; backslash continuations
+        # tolerated) or a string literal naming it (importlib, mock.patch, sys.modules)
+        pat = re.compile(
+            rf"(?m)(?:^[ \t]*(?:from(?:[ \t]|\\\n)+(?:{alt})\b|import(?:[ \t]|\\\n)(?:[^\n#]|\\\n)*\b(?:{alt})\b)"
+            rf"|[\"'](?:{alt})(?:[.\"']))")
+        _FILTERS[packages] = pat
+    return pat
+
+
+def can_match(text: str, packages: Iterable[str]) -> bool:
+    """False only when `text` cannot hold a monkey-patch of these packages: every
+    target the recognizer accepts comes from an import of the package or from a
+    string literal that starts with its name."""
+    packages = tuple(packages)
+    if not packages or not any(p in text for p in packages):
+        return False
+    return _filter_re(packages).search(text) is not None
+
+
+def may_have_sites(text: str, packages: Iterable[str]) -> bool:
+    """A second, still sound pre-filter with the stdlib `ast` (about ten times
+    cheaper than libcst's parse, let alone its scope metadata): False only when
+    no statement of the file can be a site the recognizer accepts.
+
+    Names are tracked file-wide, ignoring scopes (a superset of what the
+    scope-aware recognizer resolves): names bound by imports of an engine
+    package, then, to a fixed point, names assigned (or bound by `for`/`with`)
+    from an expression that mentions such a name or a string naming an engine
+    package.  A site needs an attribute assignment, `setattr(...)` or a
+    `patch...(...)` call whose expression mentions one of them."""
+    packages = tuple(packages)
+    if not can_match(text, packages):
+        return False
+    try:
+        with __import__("warnings").catch_warnings():
+            __import__("warnings").simplefilter("ignore")
+            tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return True   # let libcst decide (and report) on text ast cannot read
+    prefixes = tuple(p + "." for p in packages)
+    names, binds, sites = _scan(tree, packages)
+
+    def mentions(expr) -> bool:
+        return _mentions(expr, names, packages, prefixes)
+
+    changed = True
+    while changed:
+        changed = False
+        for tgts, value in binds:
+            if not set(tgts) <= names and _aliasable(value) and mentions(value):
+                names.update(tgts)
+                changed = True
+    return any(mentions(s) for s in sites)
+
+
+def _targets_of(node) -> list[str]:
+    """Names a target binds (not the names inside `a.b = ...` or `a[i] = ...`)."""
+    if isinstance(node, ast.Name):
+        return [node.id]
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return [n for el in node.elts for n in _targets_of(el)]
+    if isinstance(node, ast.Starred):
+        return _targets_of(node.value)
+    return []
+
+
+def _scan(tree, packages: tuple[str, ...]) -> tuple[set[str], list[tuple[list[str], ast.AST]], list[ast.AST]]:
+    """(names bound by imports of an engine package, (names, value) of every binding,
+    the expressions of every possible site)."""
+    names: set[str] = set()
+    binds: list[tuple[list[str], ast.AST]] = []
+    sites: list[ast.AST] = []
+    mock_names: set[str] = {"patch", "mock"}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.split(".", 1)[0] in packages:
+                    names.add(a.asname or a.name.split(".", 1)[0])
+                if "mock" in a.name:
+                    mock_names.add(a.asname or a.name.split(".", 1)[0])
+        elif isinstance(node, ast.ImportFrom):
+            mod = node.module or ""
+            if not node.level and mod.split(".", 1)[0] in packages:
+                names.update(a.asname or a.name for a in node.names)
+            if "mock" in mod:
+                mock_names.update(a.asname or a.name for a in node.names)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            tgts = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if node.value is not None:
+                binds.append(([n for t in tgts for n in _targets_of(t)], node.value))
+            for t in tgts:
+                if any(isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) for n in ast.walk(t)):
+                    sites.append(t)
+        elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+            binds.append((_targets_of(node.target), node.iter))
+        elif isinstance(node, ast.withitem) and node.optional_vars is not None:
+            binds.append((_targets_of(node.optional_vars), node.context_expr))
+        elif isinstance(node, ast.NamedExpr):
+            binds.append(([node.target.id], node.value))
+        elif isinstance(node, ast.Call):
+            f = node.func
+            last = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+            if last == "setattr" and node.args:
+                sites.append(node.args[0])
+            elif last in ("patch", "object", "multiple") or last in mock_names:
+                sites.append(node)
+    return names, binds, sites
+
+
+def _mentions(expr, names: set[str], packages: tuple[str, ...], prefixes: tuple[str, ...]) -> bool:
+    for n in ast.walk(expr):
+        if isinstance(n, ast.Name) and n.id in names:
+            return True
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and (
+                n.value in packages or n.value.startswith(prefixes)):
+            return True
+    return False
+
+
+def _aliasable(expr) -> bool:
+    """Values the recognizer follows through a name: references, strings,
+    literal tables, import_module/getattr calls, sys.modules[...]."""
+    if isinstance(expr, (ast.Name, ast.Attribute, ast.Constant, ast.List, ast.Tuple, ast.Set)):
+        return True
+    if isinstance(expr, ast.Subscript):   # sys.modules["..."]
+        return isinstance(expr.value, ast.Attribute) and expr.value.attr == "modules"
+    if isinstance(expr, ast.Call):
+        f = expr.func
+        last = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+        return last in ("import_module", "__import__", "getattr")
+    return False

@@ -1,0 +1,45 @@
+"""The `--engine` option of the commands: one parser of its forms.
+
+`patchaudit check` and `patchaudit inventory` take `NAME=SOURCE` (or a bare
+SOURCE, named "engine"), `patchaudit bump` takes `NAME` with an optional
+`=REPO`; both accept `NAME:pN` to fix the patches' strip level.
+"""
+
+from __future__ import annotations
+
+import click
+
+from patchaudit.config.settings import EngineSpec
+
+
+def _strip_level(name: str, value: str, form: str) -> tuple[str, int | None]:
+    """`NAME:pN` -> (NAME, N); `NAME` -> (NAME, None).  `form` is the option's form, for the message."""
+    strip = None
+    if ":p" in name:
+        name, _, n = name.partition(":p")
+        if not n.isdigit():
+            raise click.BadParameter(f"bad strip level in {value!r} ({form})", param_hint="--engine")
+        strip = int(n)
+    return name, strip
+
+
+def parse_engine_option(value: str) -> EngineSpec:
+    """`NAME=SOURCE`, `NAME:pN=SOURCE` or `SOURCE` (check, inventory) -> EngineSpec."""
+    name, sep, source = value.partition("=")
+    if not sep:
+        name, source = "engine", value
+    if not name or not source:
+        raise click.BadParameter(f"expected NAME=SOURCE, got {value!r}", param_hint="--engine")
+    if name.startswith("-") or source.startswith("-"):
+        raise click.BadParameter(f"refusing {value!r}: looks like an option", param_hint="--engine")
+    name, strip = _strip_level(name, value, "NAME:pN=SOURCE")
+    return EngineSpec(name, source, strip)
+
+
+def parse_engine_name(value: str) -> tuple[str, int | None, str | None]:
+    """`NAME`, `NAME:pN`, `NAME=REPO`, `NAME:pN=REPO` (bump) -> (name, strip, repo)."""
+    name, sep, repo = value.partition("=")
+    name, strip = _strip_level(name, value, "NAME:pN")
+    if not name or name.startswith("-") or (sep and (not repo or repo.startswith("-"))):
+        raise click.BadParameter(f"expected NAME, NAME:pN or NAME=REPO, got {value!r}", param_hint="--engine")
+    return name, strip, repo or None

@@ -1,0 +1,94 @@
+"""What happens to a file's findings after the rules: repeats dropped, per-file ignores,
+inline suppression comments (their grammar: patchaudit/units/suppression.py), PA001's
+judgement of the comments that suppressed nothing, and baseline fingerprints."""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from typing import TYPE_CHECKING, Any
+
+from patchaudit.config.settings import Settings
+from patchaudit.inputs.discover import PATCH, PYTHON, SourceFile
+from patchaudit.model.findings import Finding
+from patchaudit.pipeline.results import FileResult
+from patchaudit.pipeline.run_rules import needs_met
+from patchaudit.units.suppression import parse_suppression
+
+if TYPE_CHECKING:  # pragma: no cover
+    from patchaudit.lint.rule import Rule
+
+
+def dedupe_findings(findings: list[Finding]) -> list[Finding]:
+    """`findings` sorted (Finding.sort_key), each (code, path, line, column, message) once."""
+    seen = set()
+    out = []
+    for f in sorted(findings, key=Finding.sort_key):
+        key = (f.code, f.path, f.line, f.column, f.message)
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(f)
+    return out
+
+
+def apply_per_file_ignores(findings: list[Finding], settings: Settings) -> list[Finding]:
+    if not settings.per_file_ignores:
+        return findings
+    out = []
+    for f in findings:
+        p = f.path.replace(os.sep, "/")
+        drop = False
+        for glob, codes in settings.per_file_ignores.items():
+            if fnmatch.fnmatch(p, glob) or fnmatch.fnmatch(os.path.basename(p), glob):
+                if any(c.upper() == "ALL" or f.code.startswith(c.upper()) for c in codes):
+                    drop = True
+                    break
+        if not drop:
+            out.append(f)
+    return out
+
+
+def apply_suppressions(findings: list[Finding], lines: list[str]):
+    """Drop findings whose reported line carries `# patchaudit: ignore[...]`."""
+    used: dict[int, set[str]] = {}
+    comments: dict[int, tuple[str, ...] | None] = {}
+    for i, text in enumerate(lines, 1):
+        if "patchaudit" in text:
+            ok, codes = parse_suppression(text)
+            if ok:
+                comments[i] = codes
+    kept = []
+    for f in findings:
+        codes = comments.get(f.line, ())
+        if f.line in comments and (codes is None or any(f.code.startswith(c) for c in codes)):
+            used.setdefault(f.line, set()).add(f.code)
+            continue
+        kept.append(f)
+    unused = []
+    for line, codes in comments.items():
+        if codes is None:
+            if line not in used:
+                unused.append((line, None))
+        else:
+            left = tuple(c for c in codes if not any(u.startswith(c) for u in used.get(line, ())))
+            if left:
+                unused.append((line, left))
+    return kept, unused
+
+
+def finish_findings(src: SourceFile, result: FileResult, raw_lines: list[str], comment_lines,
+                    rules: list[type[Rule]], settings: Settings, engines: Any, tokenizer: Any) -> None:
+    """Issue 6: PA001 (unused suppressions, opt-in) and baseline fingerprints."""
+    if any(r.code == "PA001" for r in rules):
+        from patchaudit.config.registry import all_rules
+        from patchaudit.rules.pa001_unused_suppression import unused_suppression_findings
+
+        ran = [r for r in rules if needs_met(r, engine=engines if src.kind in (PATCH, PYTHON) else None,
+                                             tokenizer=tokenizer)]
+        result.findings += apply_per_file_ignores(unused_suppression_findings(
+            src.path, result.unused_suppressions,
+            comment_lines if comment_lines is not None else raw_lines, rules, ran, list(all_rules())), settings)
+    from patchaudit.pipeline.baseline import assign_fingerprints
+
+    assign_fingerprints(result.findings, raw_lines, is_patch=src.kind == PATCH)
