@@ -69,7 +69,7 @@ def run() -> None:
     try:
         sys.stdout.flush()
         sys.stderr.flush()
-    except (OSError, ValueError):   # a closed pipe (`patchaudit check . | head`)
+    except (OSError, ValueError):  # a closed pipe (`patchaudit check . | head`)
         code = code or 1
     if threading.active_count() > 1 or sys.gettrace() is not None or sys.getprofile() is not None:
         # a thread still running, or a profiler or coverage tool that writes its data at

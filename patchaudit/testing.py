@@ -13,9 +13,9 @@ import os
 import textwrap
 from pathlib import Path
 
+from patchaudit.config.registry import all_rules
 from patchaudit.config.settings import EngineSpec, Settings
 from patchaudit.inputs.discover import classify
-from patchaudit.config.registry import all_rules
 from patchaudit.lint.rule import Example, Rule, iter_examples
 
 
@@ -56,7 +56,7 @@ def run_example(rule: type[Rule], ex: Example, workdir: Path):
         p = target.parent / name
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(textwrap.dedent(content).lstrip("\n"), encoding="utf-8")
-        if classify(name) is not None:   # data files (a quilt `series`) are only read
+        if classify(name) is not None:  # data files (a quilt `series`) are only read
             extra.append(p)
     settings = Settings(select=[rule.code], cache=False, jobs=1)
     if ex.engine is not None:
@@ -73,7 +73,7 @@ def run_example(rule: type[Rule], ex: Example, workdir: Path):
     os.chdir(workdir)
     try:
         rel = [os.path.relpath(p, workdir) for p in [target, *extra]]
-        if ex.engine_old is not None:   # an engine-pair rule: `patchaudit bump` from engine_old to engine
+        if ex.engine_old is not None:  # an engine-pair rule: `patchaudit bump` from engine_old to engine
             from patchaudit.pipeline.bump import run_bump
 
             write_tree(workdir / "engine_old", ex.engine_old)

@@ -22,12 +22,11 @@ class Processor:
 
 
 def engine_tree(content: str = MODULE) -> dict[str, str]:
-    return {"python/sglang/__init__.py": "", "python/sglang/srt/__init__.py": "",
-            "python/sglang/srt/proc.py": content}
+    return {"python/sglang/__init__.py": "", "python/sglang/srt/__init__.py": "", "python/sglang/srt/proc.py": content}
 
 
 def patch_for(hunk: str) -> str:
-    return ("--- a/python/sglang/srt/proc.py\n+++ b/python/sglang/srt/proc.py\n" + hunk)
+    return "--- a/python/sglang/srt/proc.py\n+++ b/python/sglang/srt/proc.py\n" + hunk
 
 
 CLEAN_HUNK = """\

@@ -92,20 +92,32 @@ def finding_for(rule: type[Rule], issue: monkeypatch.Issue, lines: list[str] | N
     context = []
     if lines is not None and 0 < mp.line <= len(lines):
         context = [lines[mp.line - 1]]
-    return Finding(code=rule.code, name=rule.name, severity=rule.severity,
-                   message=issue.message, path=mp.path, line=mp.line, column=mp.column + 1,
-                   end_line=mp.end_line, end_column=mp.end_column + 1, target=target, context=context)
+    return Finding(
+        code=rule.code,
+        name=rule.name,
+        severity=rule.severity,
+        message=issue.message,
+        path=mp.path,
+        line=mp.line,
+        column=mp.column + 1,
+        end_line=mp.end_line,
+        end_column=mp.end_column + 1,
+        target=target,
+        context=context,
+    )
 
 
-def bump_findings(rules: list[type[Rule]], mp: MonkeyPatch, old_ctx, new_ctx,
-                  lines: list[str] | None = None) -> list[Finding]:
+def bump_findings(
+    rules: list[type[Rule]], mp: MonkeyPatch, old_ctx, new_ctx, lines: list[str] | None = None
+) -> list[Finding]:
     """What the selected `rules` report for one monkey-patch across an engine bump:
     PA203 when the patched target's definition changed between OLD and NEW (its
     source text, so a definition that only moved is unchanged; a patch gated off
     on both versions is skipped), PA206/PA207 against NEW."""
     findings = []
     if PatchedCodeChangedUpstream in rules and not (
-            monkeypatch.gated_off(mp, old_ctx) and monkeypatch.gated_off(mp, new_ctx)):
+        monkeypatch.gated_off(mp, old_ctx) and monkeypatch.gated_off(mp, new_ctx)
+    ):
         issue = monkeypatch.changed_upstream(mp, old_ctx, new_ctx)
         if issue is not None:
             findings.append(finding_for(PatchedCodeChangedUpstream, issue, lines))

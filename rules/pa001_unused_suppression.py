@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from patchaudit.model.findings import Finding, Severity
 from patchaudit.lint.rule import Example, Rule
+from patchaudit.model.findings import Finding, Severity
 from patchaudit.units.suppression import SUPPRESS_RE
 
 
@@ -47,27 +47,42 @@ class UnusedSuppression(Rule):
     name = "unused-suppression"
     severity = Severity.WARNING
     default_enabled = False
-    kinds = frozenset()   # judged by the runner from the other rules' results
+    kinds = frozenset()  # judged by the runner from the other rules' results
 
     VALID = [
         Example("x = 1\n", title="no suppression"),
-        Example("out = self.load_mm_data(prompt=text)  # patchaudit: ignore[PA101]\n",
-                title="a code of a rule that did not run (only PA001 selected)"),
+        Example(
+            "out = self.load_mm_data(prompt=text)  # patchaudit: ignore[PA101]\n",
+            title="a code of a rule that did not run (only PA001 selected)",
+        ),
         Example("x = 1  # patchaudit: ignore[PA101, PA001]\n", title="PA001 listed: the comment is kept on purpose"),
     ]
     INVALID = [
-        Example("out = self.load_mm_data(prompt=text)  # patchaudit: ignore\n", line=1,
-                contains="suppresses nothing", title="blanket comment without findings"),
-        Example("x = 1  # patchaudit: ignore[PA999]\n", line=1, contains="unknown rule code PA999",
-                title="a code that is no rule"),
-        Example("""\
+        Example(
+            "out = self.load_mm_data(prompt=text)  # patchaudit: ignore\n",
+            line=1,
+            contains="suppresses nothing",
+            title="blanket comment without findings",
+        ),
+        Example(
+            "x = 1  # patchaudit: ignore[PA999]\n",
+            line=1,
+            contains="unknown rule code PA999",
+            title="a code that is no rule",
+        ),
+        Example(
+            """\
             --- a/python/sglang/srt/x.py
             +++ b/python/sglang/srt/x.py
             @@ -1,2 +1,2 @@
              a = 1
             -b = 2
             +b = 3  # patchaudit: ignore
-            """, kind="patch", line=6, title="in an added patch line"),
+            """,
+            kind="patch",
+            line=6,
+            title="in an added patch line",
+        ),
     ]
 
 
@@ -90,14 +105,24 @@ def unused_suppression_findings(path: str, unused, lines: list[str], rules, ran,
             messages.append("blanket `# patchaudit: ignore` suppresses nothing on this line; remove it")
         else:
             if any(UnusedSuppression.code.startswith(c) for c in codes):
-                continue   # `ignore[PA001]`: the comment is kept on purpose
+                continue  # `ignore[PA001]`: the comment is kept on purpose
             for c in codes:
                 if not any(k.startswith(c) for k in known):
                     messages.append(f"unknown rule code {c} in a suppression comment")
                 elif any(k.startswith(c) for k in ran_codes):
                     messages.append(f"unused suppression: {c} reports nothing on this line; remove it")
         for msg in messages:
-            out.append(Finding(code=UnusedSuppression.code, name=UnusedSuppression.name,
-                               severity=UnusedSuppression.severity, message=msg, path=path, line=line,
-                               column=column, end_line=line, end_column=end))
+            out.append(
+                Finding(
+                    code=UnusedSuppression.code,
+                    name=UnusedSuppression.name,
+                    severity=UnusedSuppression.severity,
+                    message=msg,
+                    path=path,
+                    line=line,
+                    column=column,
+                    end_line=line,
+                    end_column=end,
+                )
+            )
     return out

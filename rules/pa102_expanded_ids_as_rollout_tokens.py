@@ -7,26 +7,73 @@ import libcst as cst
 from libcst.metadata import PositionProvider
 
 from patchaudit.analysis.dataflow import (
-    OBJECT, IDS, CallSite, FlowSpec, StoreSite, Value, analyse, matches, path_matches, receiver_name,
+    IDS,
+    OBJECT,
+    CallSite,
+    FlowSpec,
+    StoreSite,
+    Value,
+    analyse,
+    matches,
+    path_matches,
+    receiver_name,
 )
-from patchaudit.model.findings import Severity
-from patchaudit.lint.rule import PYTHON, Example, Rule
-
 from patchaudit.analysis.gate import facts, literal_runs, some_word_may_match, string_lists
+from patchaudit.lint.rule import PYTHON, Example, Rule
+from patchaudit.model.findings import Severity
 
-PROCESSOR = "processor"              # a multimodal processor object
+PROCESSOR = "processor"  # a multimodal processor object
 PROCESSOR_OUTPUT = "processor-output"  # what calling it returns (BatchFeature)
-EXPANDED = "expanded-ids"            # its input_ids: each image already expanded into its pad tokens
+EXPANDED = "expanded-ids"  # its input_ids: each image already expanded into its pad tokens
 
 #: names of functions rather than of objects: a verb first, or a conversion
-VERB_NAMES = ["get_*", "_get_*", "load_*", "_load_*", "build_*", "_build_*", "create_*", "_create_*", "make_*",
-              "_make_*", "init_*", "_init_*", "set_*", "_set_*", "register_*", "_register_*", "is_*", "_is_*",
-              "has_*", "_has_*", "*_from_*", "*_to_*", "wrap_*", "patch_*", "_patch_*", "run_*", "_run_*"]
+VERB_NAMES = [
+    "get_*",
+    "_get_*",
+    "load_*",
+    "_load_*",
+    "build_*",
+    "_build_*",
+    "create_*",
+    "_create_*",
+    "make_*",
+    "_make_*",
+    "init_*",
+    "_init_*",
+    "set_*",
+    "_set_*",
+    "register_*",
+    "_register_*",
+    "is_*",
+    "_is_*",
+    "has_*",
+    "_has_*",
+    "*_from_*",
+    "*_to_*",
+    "wrap_*",
+    "patch_*",
+    "_patch_*",
+    "run_*",
+    "_run_*",
+]
 #: processors that are not multimodal input processors
-OTHER_PROCESSORS = ["*logits_processor", "*logit_processor", "*output_processor", "*post_processor",
-                    "*reasoning_processor", "*sampling_processor", "*stream_processor", "*batch_processor",
-                    "*data_processor", "*request_processor", "*response_processor", "*image_processor",
-                    "*audio_processor", "*video_processor", "*feature_processor"]
+OTHER_PROCESSORS = [
+    "*logits_processor",
+    "*logit_processor",
+    "*output_processor",
+    "*post_processor",
+    "*reasoning_processor",
+    "*sampling_processor",
+    "*stream_processor",
+    "*batch_processor",
+    "*data_processor",
+    "*request_processor",
+    "*response_processor",
+    "*image_processor",
+    "*audio_processor",
+    "*video_processor",
+    "*feature_processor",
+]
 
 DEFAULTS: dict[str, list[str]] = {
     # a callee/receiver/parameter with one of these names is a multimodal processor ...
@@ -36,16 +83,22 @@ DEFAULTS: dict[str, list[str]] = {
     # of something else (`logits_processor`, `image_processor`: no input_ids)
     "not-processor-names": VERB_NAMES + OTHER_PROCESSORS,
     # ... and so is a parameter annotated with one of these
-    "processor-annotations": ["AutoProcessor", "ProcessorMixin", "*Processor", "*.AutoProcessor",
-                              "*.ProcessorMixin"],
+    "processor-annotations": ["AutoProcessor", "ProcessorMixin", "*Processor", "*.AutoProcessor", "*.ProcessorMixin"],
     # ... and whatever these calls return
-    "processor-factories": ["AutoProcessor.from_pretrained", "*Processor.from_pretrained",
-                            "*.AutoProcessor.from_pretrained", "get_processor", "*.get_processor",
-                            "get_mm_processor", "*.get_mm_processor", "load_processor", "*.load_processor"],
+    "processor-factories": [
+        "AutoProcessor.from_pretrained",
+        "*Processor.from_pretrained",
+        "*.AutoProcessor.from_pretrained",
+        "get_processor",
+        "*.get_processor",
+        "get_mm_processor",
+        "*.get_mm_processor",
+        "load_processor",
+        "*.load_processor",
+    ],
     # keyword arguments that pass media to a processor (a call with none of them, no positional
     # argument and no */** is text-only: its ids are not expanded)
-    "media-arguments": ["images", "image", "videos", "video", "audio", "audios", "image_inputs",
-                        "video_inputs"],
+    "media-arguments": ["images", "image", "videos", "video", "audio", "audios", "image_inputs", "video_inputs"],
     # the field of a processor's output that holds the ids
     "ids-fields": ["input_ids"],
     # rollout token fields: attribute names or dotted tails (`sample.tokens`)
@@ -62,11 +115,13 @@ REQUEST_MESSAGE = (
     "ids from a multimodal processor (each image already expanded into its pad tokens) are sent to the "
     "engine as `{key}` together with `{media}`: the engine expects one placeholder per image and expands it "
     "itself, so it re-expands or falls back to decode and re-tokenize (token drift); send the pre-expansion "
-    "rollout ids and keep the processor output for training")
+    "rollout ids and keep the processor output for training"
+)
 STORE_MESSAGE = (
     "ids from a multimodal processor (each image already expanded into its pad tokens) are stored in rollout "
     "token field `{field}`: rollout tokens are sent back to the engine, which expects one placeholder per "
-    "image; store the pre-expansion ids and keep the processor output for training")
+    "image; store the pre-expansion ids and keep the processor output for training"
+)
 
 
 def literal_part(pattern: str) -> str:
@@ -119,34 +174,35 @@ class _Spec(FlowSpec):
         if site.receiver is None or site.name != "apply_chat_template":
             if self._is_processor(site.name, site.func) and not self._text_only(site):
                 out = flow.source(PROCESSOR_OUTPUT, site.node, f"multimodal processor output `{site.snippet()}`")
-        elif site.literal("tokenize") is True and (
-                self._is_processor(receiver_name(site.node), site.receiver)):
+        elif site.literal("tokenize") is True and (self._is_processor(receiver_name(site.node), site.receiver)):
             if site.literal("return_dict") is True:
                 out = flow.source(PROCESSOR_OUTPUT, site.node, f"multimodal processor output `{site.snippet()}`")
             else:
-                out = flow.source(EXPANDED, site.node,
-                                  f"processor-expanded ids (images expanded) from `{site.snippet()}`")
+                out = flow.source(
+                    EXPANDED, site.node, f"processor-expanded ids (images expanded) from `{site.snippet()}`"
+                )
         self._call_sinks(flow, site)
         return out
 
     def field(self, flow, base, key, node):
         if key in self.o["ids-fields"] and base.has(PROCESSOR_OUTPUT):
-            return flow.derive(base, [PROCESSOR_OUTPUT], EXPANDED, node,
-                               f"its `{key}` (image placeholders already expanded)")
+            return flow.derive(
+                base, [PROCESSOR_OUTPUT], EXPANDED, node, f"its `{key}` (image placeholders already expanded)"
+            )
         return None
 
     # ----- sinks -----------------------------------------------------------------
     def store(self, flow, site: StoreSite):
-        if not path_matches(site.path, self.o["token-fields"]) and \
-                not (site.path is None and matches(site.attr, self.o["token-fields"])):
+        if not path_matches(site.path, self.o["token-fields"]) and not (
+            site.path is None and matches(site.attr, self.o["token-fields"])
+        ):
             return
         shown = site.path or site.attr
         for _, origin, steps in site.value.find(EXPANDED)[:1]:
             if self._stored_before(steps[:-1]):
                 continue  # `sample.tokens = sample.tokens + new`: the first store is the finding
 
-            flow.report(site.node, STORE_MESSAGE.format(field=shown), steps, origin,
-                        f"rollout token field `{shown}`")
+            flow.report(site.node, STORE_MESSAGE.format(field=shown), steps, origin, f"rollout token field `{shown}`")
 
     def _stored_before(self, steps) -> bool:
         for _, note in steps:
@@ -156,8 +212,9 @@ class _Spec(FlowSpec):
         return False
 
     def _call_sinks(self, flow, site: CallSite):
-        media = [a for a in site.args if a.keyword in self.o["request-media-keys"]
-                 and site.literal(a.keyword) is not None]
+        media = [
+            a for a in site.args if a.keyword in self.o["request-media-keys"] and site.literal(a.keyword) is not None
+        ]
         for a in site.args:
             if a.keyword is None:
                 continue
@@ -167,11 +224,21 @@ class _Spec(FlowSpec):
             _, origin, steps = hits[0]
             if media and a.keyword in self.o["request-ids-keys"]:
                 m = media[0]
-                flow.report(a.node, REQUEST_MESSAGE.format(key=a.keyword, media=m.keyword), steps, origin,
-                            f"sent as `{a.keyword}` with `{m.keyword}` (line {flow.line(m.node)})")
+                flow.report(
+                    a.node,
+                    REQUEST_MESSAGE.format(key=a.keyword, media=m.keyword),
+                    steps,
+                    origin,
+                    f"sent as `{a.keyword}` with `{m.keyword}` (line {flow.line(m.node)})",
+                )
             elif matches(a.keyword, self.o["token-fields"]):
-                flow.report(a.node, STORE_MESSAGE.format(field=f"{site.name}({a.keyword}=...)"), steps, origin,
-                            f"rollout token field `{a.keyword}`")
+                flow.report(
+                    a.node,
+                    STORE_MESSAGE.format(field=f"{site.name}({a.keyword}=...)"),
+                    steps,
+                    origin,
+                    f"rollout token field `{a.keyword}`",
+                )
 
     def finish(self, flow):
         for obj in flow.objects():
@@ -183,12 +250,15 @@ class _Spec(FlowSpec):
                 _, origin, steps = hits[0]
                 if media and key in self.o["request-ids-keys"]:
                     mk, mfe = media[0]
-                    flow.report(fe.node, REQUEST_MESSAGE.format(key=key, media=mk), steps, origin,
-                                f"sent to the engine as `{key}` in a request that also carries `{mk}` "
-                                f"(line {mfe.line})")
+                    flow.report(
+                        fe.node,
+                        REQUEST_MESSAGE.format(key=key, media=mk),
+                        steps,
+                        origin,
+                        f"sent to the engine as `{key}` in a request that also carries `{mk}` (line {mfe.line})",
+                    )
                 elif matches(key, self.o["token-fields"]):
-                    flow.report(fe.node, STORE_MESSAGE.format(field=key), steps, origin,
-                                f"rollout token field `{key}`")
+                    flow.report(fe.node, STORE_MESSAGE.format(field=key), steps, origin, f"rollout token field `{key}`")
 
 
 def check_options(opts: dict[str, Any], defaults: dict[str, Any]) -> None:
@@ -200,7 +270,7 @@ def check_options(opts: dict[str, Any], defaults: dict[str, Any]) -> None:
             raise ValueError(f"option {key!r}: expected a list of strings, got {value!r}")
 
 
-SEED_SHAPE = '''\
+SEED_SHAPE = """\
 from typing import Any
 
 
@@ -244,9 +314,9 @@ async def generate(args, sample, state, sampling_params):
     image_data, response_tokens = _prepare_start_state(sample, state, args, sampling_params)
     output = await _run_inference_step(url, sample.tokens, sampling_params, image_data, state.tokenizer)
     return output
-'''
+"""
 
-CLEAN_SEED_SHAPE = '''\
+CLEAN_SEED_SHAPE = """\
 def _prepare_initial_inputs(sample, processor, tokenizer):
     # rollout ids: one <|image_pad|> placeholder per image, exactly what the engine expects
     rollout_ids = tokenizer.encode(sample.prompt, add_special_tokens=False)
@@ -275,10 +345,10 @@ async def _run_inference_step(url, tokens, sampling_params, image_data):
 async def generate(url, sample, state, sampling_params):
     image_data = _prepare_start_state(sample, state)
     return await _run_inference_step(url, sample.tokens, sampling_params, image_data)
-'''
+"""
 
 
-EXACT_ENGINE_FILE = '''\
+EXACT_ENGINE_FILE = """\
 def prepare(sample, processor):
     out = processor(text=sample.prompt, images=sample.images)
     return out["input_ids"][0], sample.images
@@ -292,7 +362,7 @@ def start(sample, processor, tokenizer):
     ids, images = prepare(sample, processor)
     sample.tokens = list(tokenizer.encode(sample.prompt))
     return sample
-'''
+"""
 
 EXACT_ENGINE = {
     "python/sglang/__init__.py": "",
@@ -314,7 +384,8 @@ EXACT_PATCH = """\
 #: the same engine file where the flow is already there before any patch
 EXACT_ENGINE_FLOWING = dict(EXACT_ENGINE)
 EXACT_ENGINE_FLOWING["python/sglang/srt/rollout.py"] = EXACT_ENGINE_FILE.replace(
-    "list(tokenizer.encode(sample.prompt))", "list(ids)")
+    "list(tokenizer.encode(sample.prompt))", "list(ids)"
+)
 
 EXACT_PATCH_UNRELATED = """\
 --- a/python/sglang/srt/rollout.py
@@ -398,28 +469,39 @@ class ExpandedIdsAsRolloutTokens(Rule):
     # a source needs the ids field (or apply_chat_template) *and* a processor, which is always
     # recognised by a name, annotation or factory holding "processor"/"Processor" by default
     # (requires_for derives the same from configured names; a test keeps the two equal)
-    requires = (("input_ids", "Processor"), ("input_ids", "processor"),
-                ("apply_chat_template", "Processor"), ("apply_chat_template", "processor"))
+    requires = (
+        ("input_ids", "Processor"),
+        ("input_ids", "processor"),
+        ("apply_chat_template", "Processor"),
+        ("apply_chat_template", "processor"),
+    )
     options = {k: list(v) for k, v in DEFAULTS.items()}
     METADATA_DEPENDENCIES = (PositionProvider,)
 
     VALID = [
         Example(CLEAN_SEED_SHAPE, title="seed shape with pre-expansion rollout ids for the engine"),
-        Example("""\
+        Example(
+            """\
             def prompt_stats(sample, processor):
                 out = processor(text=sample.prompt, images=sample.images)
                 sample.prompt_length = len(out["input_ids"][0])
                 n_image_tokens = int((out["input_ids"][0] == IMAGE_PAD).sum())
                 return {"input_ids": len(out["input_ids"][0]), "image_data": sample.images, "n": n_image_tokens}
-            """, title="processor ids only counted"),
-        Example("""\
+            """,
+            title="processor ids only counted",
+        ),
+        Example(
+            """\
             def prepare(sample, tokenizer, images):
                 prompt_ids = tokenizer(sample.prompt)["input_ids"]
                 sample.tokens = list(prompt_ids)
                 payload = {"input_ids": sample.tokens, "image_data": images}
                 return payload
-            """, title="text-only tokenizer path"),
-        Example("""\
+            """,
+            title="text-only tokenizer path",
+        ),
+        Example(
+            """\
             class Sample:
                 tokens: list
 
@@ -429,8 +511,11 @@ class ExpandedIdsAsRolloutTokens(Rule):
                 pixel = processor_config["image_processor"](record["image"])["pixel_values"]
                 request = {"input_ids": sample.tokens, "image_data": [pixel]}
                 return request
-            """, title="same names, unrelated code"),
-        Example("""\
+            """,
+            title="same names, unrelated code",
+        ),
+        Example(
+            """\
             def build(sample, processor, tokenizer):
                 expanded = processor(text=sample.prompt, images=sample.images)["input_ids"][0]
                 rollout = tokenizer.encode(sample.prompt)
@@ -440,39 +525,57 @@ class ExpandedIdsAsRolloutTokens(Rule):
                 train_ids, rollout_ids = build(sample, processor, tokenizer)
                 sample.train_input_ids = train_ids
                 sample.tokens = list(rollout_ids)
-            """, title="element-precise unpacking"),
-        Example("""\
+            """,
+            title="element-precise unpacking",
+        ),
+        Example(
+            """\
             def start(sample, processor):
                 ids = processor(text=sample.prompt)["input_ids"][0]
                 sample.tokens = list(ids)
-            """, title="processor called with text only: nothing expanded"),
-        Example("""\
+            """,
+            title="processor called with text only: nothing expanded",
+        ),
+        Example(
+            """\
             def log_ids(sample, processor, logger):
                 ids = processor(text=sample.prompt, images=sample.images)["input_ids"][0]
                 logger.info(f"expanded prompt: {ids}")
                 record = {"tokens": str(ids), "image_data": sample.images}
                 return record
-            """, title="f-string and str() end the id flow"),
-        Example("""\
+            """,
+            title="f-string and str() end the id flow",
+        ),
+        Example(
+            """\
             def send_text_only(url, processor, sample):
                 ids = processor(text=sample.prompt, images=sample.images).input_ids[0].tolist()
                 return post(url, {"input_ids": ids, "sampling_params": {}})
-            """, title="request without image data"),
-        Example("""\
+            """,
+            title="request without image data",
+        ),
+        Example(
+            """\
             def start(sample, processor, tokenizer):
                 ids = processor(text=sample.prompt, images=sample.images)["input_ids"]
                 n = len(ids)
                 ids = tokenizer.encode(sample.prompt)
                 sample.tokens = ids
                 return n
-            """, title="variable reassigned before the store"),
-        Example("""\
+            """,
+            title="variable reassigned before the store",
+        ),
+        Example(
+            """\
             def request(sample, processor, tokenizer):
                 out = processor(text=sample.prompt, images=sample.images)
                 ids = tokenizer.encode(sample.prompt)
                 return {"input_ids": ids, "image_data": out["pixel_values"]}
-            """, title="only the pixel values of the processor output are sent"),
-        Example("""\
+            """,
+            title="only the pixel values of the processor output are sent",
+        ),
+        Example(
+            """\
             def to_list(x):
                 return list(x)
 
@@ -480,18 +583,27 @@ class ExpandedIdsAsRolloutTokens(Rule):
                 n = len(to_list(processor(text=sample.prompt, images=sample.images)["input_ids"][0]))
                 sample.tokens = to_list(tokenizer.encode(sample.prompt))
                 return n
-            """, title="one helper, two call contexts"),
-        Example("""\
+            """,
+            title="one helper, two call contexts",
+        ),
+        Example(
+            """\
             async def step(engine, sample, processor, images):
                 ids = processor(text=sample.prompt, images=images)["input_ids"][0]
                 return await engine.async_generate(input_ids=sample.tokens, image_data=images, meta=len(ids))
-            """, title="keyword request with other ids"),
-        Example("""\
+            """,
+            title="keyword request with other ids",
+        ),
+        Example(
+            """\
             def start(sample, processor):
                 text = processor.apply_chat_template(sample.messages, tokenize=False)
                 sample.tokens = processor.tokenizer.encode(text)
-            """, title="chat template rendered as text, then tokenized"),
-        Example("""\
+            """,
+            title="chat template rendered as text, then tokenized",
+        ),
+        Example(
+            """\
             --- a/rollout.py
             +++ b/rollout.py
             @@ -1,5 +1,5 @@
@@ -501,8 +613,12 @@ class ExpandedIdsAsRolloutTokens(Rule):
             +    sample.tokens = list(tokenizer.encode(sample.prompt))
                  sample.multimodal_train_inputs = dict(processor_output)
                  return sample
-            """, kind="patch", title="patch replacing expanded ids by rollout ids"),
-        Example("""\
+            """,
+            kind="patch",
+            title="patch replacing expanded ids by rollout ids",
+        ),
+        Example(
+            """\
             --- a/rollout.py
             +++ b/rollout.py
             @@ -1,4 +1,5 @@
@@ -511,31 +627,57 @@ class ExpandedIdsAsRolloutTokens(Rule):
                  sample.tokens = list(processor_output["input_ids"][0])
             +    logger.debug("prepared %s", sample.index)
                  return sample
-            """, kind="patch", title="patch whose added line is not on the flow"),
-        Example(EXACT_PATCH_UNRELATED, kind="patch", engine=EXACT_ENGINE_FLOWING,
-                title="exact mode: the flow predates the patch, which changes a line off the flow"),
+            """,
+            kind="patch",
+            title="patch whose added line is not on the flow",
+        ),
+        Example(
+            EXACT_PATCH_UNRELATED,
+            kind="patch",
+            engine=EXACT_ENGINE_FLOWING,
+            title="exact mode: the flow predates the patch, which changes a line off the flow",
+        ),
     ]
     INVALID = [
-        Example(SEED_SHAPE, line=30, contains="`input_ids` together with `image_data`",
-                title="seed shape: processor ids -> tuple return -> list() -> sample.tokens -> payload"),
-        Example("""\
+        Example(
+            SEED_SHAPE,
+            line=30,
+            contains="`input_ids` together with `image_data`",
+            title="seed shape: processor ids -> tuple return -> list() -> sample.tokens -> payload",
+        ),
+        Example(
+            """\
             def start(sample, processor):
                 sample.tokens = processor(text=sample.prompt, images=sample.images)["input_ids"][0].tolist()
-            """, line=2, contains="rollout token field `sample.tokens`", title="inline store"),
-        Example("""\
+            """,
+            line=2,
+            contains="rollout token field `sample.tokens`",
+            title="inline store",
+        ),
+        Example(
+            """\
             async def step(engine, processor, prompt, images):
                 out = processor(text=[prompt], images=images, return_tensors="pt")
                 return await engine.async_generate(input_ids=out.input_ids[0].tolist(), image_data=images)
-            """, line=3, contains="`input_ids` together with `image_data`", title="keyword request, .input_ids"),
-        Example("""\
+            """,
+            line=3,
+            contains="`input_ids` together with `image_data`",
+            title="keyword request, .input_ids",
+        ),
+        Example(
+            """\
             def request(processor, messages, images):
                 ids = processor.apply_chat_template(messages, tokenize=True, add_generation_prompt=True)
                 payload = {"sampling_params": {"max_new_tokens": 64}}
                 payload["input_ids"] = ids
                 payload["image_data"] = images
                 return payload
-            """, line=4, title="apply_chat_template(tokenize=True), dict built by item assignment"),
-        Example("""\
+            """,
+            line=4,
+            title="apply_chat_template(tokenize=True), dict built by item assignment",
+        ),
+        Example(
+            """\
             from transformers import AutoProcessor
 
             proc = AutoProcessor.from_pretrained("Qwen/Qwen2.5-VL-7B-Instruct")
@@ -543,16 +685,24 @@ class ExpandedIdsAsRolloutTokens(Rule):
             def start(sample):
                 batch = proc(text=sample.prompt, images=sample.images)
                 sample.tokens = batch["input_ids"][0].tolist()
-            """, line=7, title="AutoProcessor.from_pretrained at module level"),
-        Example("""\
+            """,
+            line=7,
+            title="AutoProcessor.from_pretrained at module level",
+        ),
+        Example(
+            """\
             from transformers import ProcessorMixin
 
             def start(sample, p: ProcessorMixin):
                 out = p(text=sample.prompt, images=sample.images)
                 prompt_ids = out.get("input_ids")[0]
                 sample.tokens = prompt_ids + sample.response_ids
-            """, line=6, title="annotated parameter, .get(), + concatenation"),
-        Example("""\
+            """,
+            line=6,
+            title="annotated parameter, .get(), + concatenation",
+        ),
+        Example(
+            """\
             class Rollout:
                 def __init__(self, model_path):
                     self.proc = AutoProcessor.from_pretrained(model_path)
@@ -566,23 +716,41 @@ class ExpandedIdsAsRolloutTokens(Rule):
 
                 def request(self, images):
                     return {"input_ids": self.tokens, "image_data": images}
-            """, line=13, title="self fields across methods, .extend"),
-        Example("""\
+            """,
+            line=13,
+            title="self fields across methods, .extend",
+        ),
+        Example(
+            """\
             def start(sample, processor):
                 ids = processor(text=sample.prompt, images=sample.images)["input_ids"][0]
                 sample.prompt_token_ids = ids
-            """, options={"token-fields": ["prompt_token_ids"]}, line=3, title="configured token field"),
-        Example("""\
+            """,
+            options={"token-fields": ["prompt_token_ids"]},
+            line=3,
+            title="configured token field",
+        ),
+        Example(
+            """\
             def start(sample, vlm):
                 ids = vlm(text=sample.prompt, images=sample.images)["input_ids"][0]
                 sample.tokens = ids
-            """, options={"processor-names": ["vlm"]}, line=3, title="configured processor name"),
-        Example("""\
+            """,
+            options={"processor-names": ["vlm"]},
+            line=3,
+            title="configured processor name",
+        ),
+        Example(
+            """\
             def make(processor, prompt, images):
                 *_, ids = [None, processor(text=prompt, images=images)["input_ids"][0]]
                 return Sample(tokens=ids, images=images)
-            """, line=3, title="starred unpacking, constructor keyword"),
-        Example("""\
+            """,
+            line=3,
+            title="starred unpacking, constructor keyword",
+        ),
+        Example(
+            """\
             --- a/rollout.py
             +++ b/rollout.py
             @@ -1,4 +1,4 @@
@@ -591,8 +759,13 @@ class ExpandedIdsAsRolloutTokens(Rule):
             -    sample.tokens = list(tokenizer.encode(sample.prompt))
             +    sample.tokens = list(processor_output["input_ids"][0])
                  return sample
-            """, kind="patch", line=7, title="patch adding the store"),
-        Example("""\
+            """,
+            kind="patch",
+            line=7,
+            title="patch adding the store",
+        ),
+        Example(
+            """\
             --- a/rollout.py
             +++ b/rollout.py
             @@ -1,4 +1,4 @@
@@ -601,10 +774,19 @@ class ExpandedIdsAsRolloutTokens(Rule):
             +    prompt_ids = processor(text=sample.prompt, images=sample.images)["input_ids"][0]
                  sample.tokens = list(prompt_ids)
                  return sample
-            """, kind="patch", line=6,
-                title="patch adding the source: the sink is on a context line, the finding on the added line"),
-        Example(EXACT_PATCH, kind="patch", engine=EXACT_ENGINE, line=7, contains="`sample.tokens`",
-                title="exact mode: the source is in the engine file, outside the hunk"),
+            """,
+            kind="patch",
+            line=6,
+            title="patch adding the source: the sink is on a context line, the finding on the added line",
+        ),
+        Example(
+            EXACT_PATCH,
+            kind="patch",
+            engine=EXACT_ENGINE,
+            line=7,
+            contains="`sample.tokens`",
+            title="exact mode: the source is in the engine file, outside the hunk",
+        ),
     ]
 
     @classmethod
@@ -625,23 +807,32 @@ class ExpandedIdsAsRolloutTokens(Rule):
         sink: a path component, keyword or key that could match `token-fields`, or a media
         key beside an ids key (`store`, `_call_sinks`, `finish`).
         On SGLang 0.5.15 this leaves 51 of the 254 files the text filter lets through."""
-        keys = ("processor-names", "not-processor-names", "processor-annotations", "processor-factories",
-                "token-fields", "request-ids-keys", "request-media-keys")
+        keys = (
+            "processor-names",
+            "not-processor-names",
+            "processor-annotations",
+            "processor-factories",
+            "token-fields",
+            "request-ids-keys",
+            "request-media-keys",
+        )
         if not string_lists(o, keys):
             return True
         f = facts(text)
         if f is None:
             return True
         names = f.names
-        source = (any(matches(n, o["processor-names"]) and not matches(n, o["not-processor-names"])
-                      for n in names)
-                  or any(matches(c.dotted, o["processor-factories"]) for c in f.calls)
-                  or any(matches(p, o["processor-annotations"]) for p in f.annotation_parts()))
+        source = (
+            any(matches(n, o["processor-names"]) and not matches(n, o["not-processor-names"]) for n in names)
+            or any(matches(c.dotted, o["processor-factories"]) for c in f.calls)
+            or any(matches(p, o["processor-annotations"]) for p in f.annotation_parts())
+        )
         if not source:
             return False
         words = f.words()
         return some_word_may_match(words, o["token-fields"]) or (
-            any(k in words for k in o["request-media-keys"]) and any(k in words for k in o["request-ids-keys"]))
+            any(k in words for k in o["request-media-keys"]) and any(k in words for k in o["request-ids-keys"])
+        )
 
     @classmethod
     def requires_for(cls, options: dict[str, Any] | None):
@@ -660,7 +851,7 @@ class ExpandedIdsAsRolloutTokens(Rule):
             for pattern in patterns:
                 frag = literal_part(pattern) if isinstance(pattern, str) else ""
                 if not frag:
-                    return tuple((f,) for f in firsts)   # a pattern without a literal: cannot narrow
+                    return tuple((f,) for f in firsts)  # a pattern without a literal: cannot narrow
                 frags.add(frag)
         # a text holding a longer fragment holds every fragment inside it: keep the shortest
         minimal = sorted(f for f in frags if not any(g != f and g in f for g in frags))

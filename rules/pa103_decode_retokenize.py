@@ -2,26 +2,37 @@ from __future__ import annotations
 
 import functools
 import re
-
 from typing import Any
 
 import libcst as cst
 from libcst.metadata import PositionProvider
 
 from patchaudit.analysis.dataflow import (
-    EMPTY, IDS, MISSING, OBJECT, TEXT, CallSite, FlowSpec, ReturnSite, StoreSite, Value, analyse, join, matches,
+    EMPTY,
+    IDS,
+    MISSING,
+    OBJECT,
+    TEXT,
+    CallSite,
+    FlowSpec,
+    ReturnSite,
+    StoreSite,
+    Value,
+    analyse,
+    join,
+    matches,
     receiver_name,
 )
-from patchaudit.inputs.cst import string_literal
-from patchaudit.model.findings import Severity
-from patchaudit.lint.rule import PYTHON, Example, Rule
-
 from patchaudit.analysis.gate import facts, string_lists
+from patchaudit.inputs.cst import string_literal
+from patchaudit.lint.rule import PYTHON, Example, Rule
+from patchaudit.model.findings import Severity
+
 from .pa102_expanded_ids_as_rollout_tokens import VERB_NAMES, check_options
 
-DECODED = "decoded-text"                # text made from token ids
+DECODED = "decoded-text"  # text made from token ids
 RETOKENIZED_OUTPUT = "retokenized-output"  # a tokenizer/processor's output for that text
-RETOKENIZED = "retokenized-ids"         # ids encoded again from decoded text
+RETOKENIZED = "retokenized-ids"  # ids encoded again from decoded text
 
 DEFAULTS: dict[str, list[str]] = {
     # methods that turn ids into text (a call with a string-literal first argument, like
@@ -48,7 +59,8 @@ DEFAULTS: dict[str, list[str]] = {
 MESSAGE = (
     "token ids are decoded to text and the text is encoded again into ids that are {used}: decode -> encode "
     "does not round-trip (non-canonical ids such as [' tr', 'uly'] come back as [' truly']), so these ids "
-    "drift from the ones the model produced; keep and reuse the original ids")
+    "drift from the ones the model produced; keep and reuse the original ids"
+)
 
 _ENCODING_ARGS = ("*encoding*", "*charset*", "errors", "codec")
 
@@ -67,15 +79,22 @@ class _Spec(FlowSpec):
         if site.receiver is None or site.receiver.has(DECODED) or not self._tokenizer_receiver(site):
             return None  # `msgpack.decode(...)`, `raw.decode()`: not a tokenizer
         pos = site.positional()
-        arg = pos[0] if pos else next((site.keyword(k) for k in ("token_ids", "sequences", "ids", "tokens")
-                                       if site.keyword(k) is not None), None)
+        arg = (
+            pos[0]
+            if pos
+            else next(
+                (site.keyword(k) for k in ("token_ids", "sequences", "ids", "tokens") if site.keyword(k) is not None),
+                None,
+            )
+        )
         if arg is None:
             return None  # `raw.decode()`, `raw.decode(errors="ignore")`: bytes
         node = arg.node.value
         if string_literal(node) is not None or isinstance(node, cst.FormattedString):
             return None  # `raw.decode("utf-8")`
         if isinstance(node, (cst.Name, cst.Attribute)) and matches(
-                node.value if isinstance(node, cst.Name) else node.attr.value, _ENCODING_ARGS):
+            node.value if isinstance(node, cst.Name) else node.attr.value, _ENCODING_ARGS
+        ):
             return None
         if any(matches(a.keyword, _ENCODING_ARGS) for a in site.args):
             return None
@@ -102,8 +121,7 @@ class _Spec(FlowSpec):
         elif name in self.o["encode-methods"] and site.receiver is not None and self._tokenizer_receiver(site):
             if not site.receiver.has(DECODED) and self._text_in(flow, site):  # not `text.encode("utf-8")`
                 out = self._encoded(flow, site, RETOKENIZED if name == "encode" else RETOKENIZED_OUTPUT)
-        elif matches(name, self.o["tokenizer-names"]) and not matches(name, VERB_NAMES) and \
-                self._text_in(flow, site):
+        elif matches(name, self.o["tokenizer-names"]) and not matches(name, VERB_NAMES) and self._text_in(flow, site):
             out = self._encoded(flow, site, RETOKENIZED_OUTPUT)
         self._call_sinks(flow, site)
         return out
@@ -156,8 +174,6 @@ def join_deep(flow, site: CallSite) -> Value:
     for a in site.args:
         out = join(out, flow.deep(a.value))
     return out
-
-
 
 
 EXACT_ENGINE = {
@@ -256,64 +272,92 @@ class DecodeRetokenize(Rule):
     METADATA_DEPENDENCIES = (PositionProvider,)
 
     VALID = [
-        Example("""\
+        Example(
+            """\
             def log_response(sample, tokenizer, logger):
                 text = tokenizer.decode(sample.tokens[sample.prompt_length:])
                 logger.info(f"response: {text!r}")
                 print("response:", text.strip())
                 return sample
-            """, title="decode for logging"),
-        Example("""\
+            """,
+            title="decode for logging",
+        ),
+        Example(
+            """\
             def metrics(sample, tokenizer):
                 text = tokenizer.decode(sample.response_ids, skip_special_tokens=True)
                 return {"response_chars": len(text), "response_tokens": len(tokenizer.encode(text)),
                         "words": len(text.split())}
-            """, title="decode for metrics, re-encoding only counted"),
-        Example("""\
+            """,
+            title="decode for metrics, re-encoding only counted",
+        ),
+        Example(
+            """\
             def reward(sample, tokenizer, label):
                 pred = tokenizer.decode(sample.response_ids, skip_special_tokens=True).strip()
                 if tokenizer.encode(pred) == tokenizer.encode(label):
                     return 1.0
                 return float(pred == label)
-            """, title="reward by comparison"),
-        Example("""\
+            """,
+            title="reward by comparison",
+        ),
+        Example(
+            """\
             async def reward(sample, tokenizer, rm_tokenizer, reward_model):
                 text = tokenizer.decode(sample.tokens)
                 rm_inputs = rm_tokenizer(text, return_tensors="pt")
                 sample.reward = await reward_model_score(reward_model, input_ids=rm_inputs["input_ids"])
                 return sample.reward
-            """, title="reward model with its own tokenizer"),
-        Example("""\
+            """,
+            title="reward model with its own tokenizer",
+        ),
+        Example(
+            """\
             def load(raw: bytes, tokenizer, sample):
                 text = raw.decode("utf-8")
                 sample.tokens = tokenizer.encode(text)
                 return sample
-            """, title="bytes decode is not a source"),
-        Example("""\
+            """,
+            title="bytes decode is not a source",
+        ),
+        Example(
+            """\
             def finish(sample, tokenizer):
                 sample.response = tokenizer.decode(sample.response_ids)
                 return sample
-            """, title="decoded text stored as text"),
-        Example("""\
+            """,
+            title="decoded text stored as text",
+        ),
+        Example(
+            """\
             import hashlib
 
             def cache_key(ids, tokenizer):
                 text = tokenizer.decode(ids)
                 return hashlib.sha256(text.encode("utf-8")).hexdigest()
-            """, title="str.encode of the text is bytes, not ids"),
-        Example("""\
+            """,
+            title="str.encode of the text is bytes, not ids",
+        ),
+        Example(
+            """\
             def next_turn(sample, tokenizer, user_text):
                 turn = f"<|im_start|>user\\n{user_text}<|im_end|>\\n"
                 sample.tokens = sample.tokens + tokenizer.encode(turn, add_special_tokens=False)
                 return tokenizer.decode(sample.tokens)
-            """, title="fresh text encoded, ids appended"),
-        Example("""\
+            """,
+            title="fresh text encoded, ids appended",
+        ),
+        Example(
+            """\
             def check_round_trip(ids, tokenizer, logger):
                 again = tokenizer.encode(tokenizer.decode(ids), add_special_tokens=False)
                 if again != ids:
                     logger.warning("non-canonical ids: %d vs %d", len(again), len(ids))
-            """, title="re-encoding only compared"),
-        Example("""\
+            """,
+            title="re-encoding only compared",
+        ),
+        Example(
+            """\
             def render(ids, tokenizer):
                 return tokenizer.decode(ids)
 
@@ -321,16 +365,24 @@ class DecodeRetokenize(Rule):
                 text = render(sample.tokens, tokenizer)
                 prompt = processor.apply_chat_template([{"role": "user", "content": text}])
                 return prompt
-            """, title="processor chat template renders text (tokenize defaults to False)"),
+            """,
+            title="processor chat template renders text (tokenize defaults to False)",
+        ),
     ]
     INVALID = [
-        Example("""\
+        Example(
+            """\
             def next_turn(sample, tokenizer, user_text):
                 history = tokenizer.decode(sample.tokens)
                 prompt = history + f"<|im_start|>user\\n{user_text}<|im_end|>\\n"
                 sample.tokens = tokenizer.encode(prompt, add_special_tokens=False)
-            """, line=4, contains="stored in `sample.tokens`", title="decode then encode in one function"),
-        Example("""\
+            """,
+            line=4,
+            contains="stored in `sample.tokens`",
+            title="decode then encode in one function",
+        ),
+        Example(
+            """\
             def render(ids, tokenizer):
                 return tokenizer.decode(ids, skip_special_tokens=False)
 
@@ -338,12 +390,22 @@ class DecodeRetokenize(Rule):
                 text = render(sample.tokens, tokenizer) + suffix
                 ids = tokenizer(text, add_special_tokens=False)["input_ids"]
                 return ids
-            """, line=7, contains="returned by `build_prompt()`", title="across two functions, returned"),
-        Example("""\
+            """,
+            line=7,
+            contains="returned by `build_prompt()`",
+            title="across two functions, returned",
+        ),
+        Example(
+            """\
             async def regenerate(engine, tokenizer, ids):
                 return await engine.async_generate(input_ids=tokenizer.encode(tokenizer.decode(ids)))
-            """, line=2, contains="sent as `input_ids=`", title="sent as a keyword"),
-        Example("""\
+            """,
+            line=2,
+            contains="sent as `input_ids=`",
+            title="sent as a keyword",
+        ),
+        Example(
+            """\
             class Loader:
                 def load(self, prompt, images):
                     if isinstance(prompt, list):
@@ -351,8 +413,12 @@ class DecodeRetokenize(Rule):
                     ret = self._processor(text=[prompt], images=images, return_tensors="pt")
                     input_ids = ret["input_ids"].flatten()
                     return input_ids, ret
-            """, line=7, title="the engine's legacy loader shape: decode, processor, input_ids"),
-        Example("""\
+            """,
+            line=7,
+            title="the engine's legacy loader shape: decode, processor, input_ids",
+        ),
+        Example(
+            """\
             import re
 
             class MiMoProcessor:
@@ -371,14 +437,22 @@ class DecodeRetokenize(Rule):
                         mm_items=images,
                         input_ids=input_ids,
                     )
-            """, line=15, contains="returned by `get_mm_data()`",
-                title="SGLang 0.5.15 MiMo-V2 shape: decode, re.split on placeholders, encode each part"),
-        Example("""\
+            """,
+            line=15,
+            contains="returned by `get_mm_data()`",
+            title="SGLang 0.5.15 MiMo-V2 shape: decode, re.split on placeholders, encode each part",
+        ),
+        Example(
+            """\
             def add_turn(sample, tokenizer, messages):
                 messages.append({"role": "assistant", "content": tokenizer.decode(sample.response_ids)})
                 sample.tokens = tokenizer.apply_chat_template(messages, tokenize=True)
-            """, line=3, title="apply_chat_template over decoded messages"),
-        Example("""\
+            """,
+            line=3,
+            title="apply_chat_template over decoded messages",
+        ),
+        Example(
+            """\
             def requests(tokenizer, batch_ids, url):
                 texts = tokenizer.batch_decode(batch_ids)
                 prompts = ["{} Answer:".format(t) for t in texts]
@@ -386,20 +460,32 @@ class DecodeRetokenize(Rule):
                 for p in prompts:
                     out.append({"input_ids": tokenizer.encode(p), "sampling_params": {}})
                 post(url, json=out)
-            """, line=7, title="batch_decode, format(), comprehension, request dicts"),
-        Example("""\
+            """,
+            line=7,
+            title="batch_decode, format(), comprehension, request dicts",
+        ),
+        Example(
+            """\
             def rebuild(tokens, tokenizer):
                 text = tokenizer.convert_tokens_to_string(tokens)
                 enc = tokenizer.encode_plus(text)
                 return {"tokens": enc.input_ids}
-            """, line=4, title="convert_tokens_to_string + encode_plus, returned dict"),
-        Example("""\
+            """,
+            line=4,
+            title="convert_tokens_to_string + encode_plus, returned dict",
+        ),
+        Example(
+            """\
             def next_turn(sample, detok, user_text):
                 text = detok.decode_ids(sample.tokens) + user_text
                 sample.tokens = detok.text_to_ids(text)
-            """, options={"decode-methods": ["decode_ids"], "encode-methods": ["text_to_ids"]}, line=3,
-                title="configured decode/encode methods"),
-        Example("""\
+            """,
+            options={"decode-methods": ["decode_ids"], "encode-methods": ["text_to_ids"]},
+            line=3,
+            title="configured decode/encode methods",
+        ),
+        Example(
+            """\
             --- a/rollout.py
             +++ b/rollout.py
             @@ -1,3 +1,3 @@
@@ -407,9 +493,18 @@ class DecodeRetokenize(Rule):
                  history = tokenizer.decode(sample.tokens)
             -    sample.tokens = sample.tokens + tokenizer.encode(user_text)
             +    sample.tokens = tokenizer.encode(history + user_text)
-            """, kind="patch", line=7, title="patch adding the re-encode"),
-        Example(EXACT_PATCH, kind="patch", engine=EXACT_ENGINE, line=7,
-                title="exact mode: the decode is in a helper outside the hunk"),
+            """,
+            kind="patch",
+            line=7,
+            title="patch adding the re-encode",
+        ),
+        Example(
+            EXACT_PATCH,
+            kind="patch",
+            engine=EXACT_ENGINE,
+            line=7,
+            title="exact mode: the decode is in a helper outside the hunk",
+        ),
     ]
 
     @classmethod
@@ -447,9 +542,12 @@ class DecodeRetokenize(Rule):
         calls = f.calls
         if not any(c.name in decode and c.receiver is not None and matches(c.receiver, tok) for c in calls):
             return False
-        return any(c.name == "apply_chat_template"
-                   or (c.name in encode and c.receiver is not None and matches(c.receiver, tok))
-                   or (matches(c.name, tok) and not matches(c.name, VERB_NAMES)) for c in calls)
+        return any(
+            c.name == "apply_chat_template"
+            or (c.name in encode and c.receiver is not None and matches(c.receiver, tok))
+            or (matches(c.name, tok) and not matches(c.name, VERB_NAMES))
+            for c in calls
+        )
 
     @classmethod
     def requires_for(cls, options: dict[str, Any] | None):

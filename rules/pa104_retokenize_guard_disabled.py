@@ -5,11 +5,10 @@ import re
 import libcst as cst
 from libcst.metadata import PositionProvider
 
-from patchaudit.inputs.cst import string_literal as string_value
-from patchaudit.model.findings import Severity
-from patchaudit.lint.rule import PYTHON, TEXT, Example, Rule
-
 from patchaudit.analysis.names import callee_name
+from patchaudit.inputs.cst import string_literal as string_value
+from patchaudit.lint.rule import PYTHON, TEXT, Example, Rule
+from patchaudit.model.findings import Severity
 
 VAR = "SGLANG_MM_AVOID_RETOKENIZE"
 #: the strings SGLang's EnvBool reads as False (anything else it cannot parse falls back to True)
@@ -17,12 +16,11 @@ FALSE_STRINGS = frozenset({"false", "0", "no", "n"})
 #: YAML 1.1 also reads these bare words as booleans false
 YAML_FALSE = FALSE_STRINGS | {"off"}
 
-_ASSIGN_RE = re.compile(
-    rf"(?<![\w$]){VAR}\s*=\s*(?P<q>[\"']?)(?P<v>[A-Za-z0-9]+)(?P=q)(?![\w.])")
-_DOCKER_SPACE_RE = re.compile(
-    rf"^\s*(?:ENV|ARG)\s+{VAR}\s+(?P<q>[\"']?)(?P<v>[A-Za-z0-9]+)(?P=q)\s*$", re.I)
+_ASSIGN_RE = re.compile(rf"(?<![\w$]){VAR}\s*=\s*(?P<q>[\"']?)(?P<v>[A-Za-z0-9]+)(?P=q)(?![\w.])")
+_DOCKER_SPACE_RE = re.compile(rf"^\s*(?:ENV|ARG)\s+{VAR}\s+(?P<q>[\"']?)(?P<v>[A-Za-z0-9]+)(?P=q)\s*$", re.I)
 _YAML_KEY_RE = re.compile(
-    rf"^\s*(?:-\s+)?(?P<kq>[\"']?){VAR}(?P=kq)\s*:\s*(?P<q>[\"']?)(?P<v>[A-Za-z0-9]+)(?P=q)\s*(?:#.*)?$")
+    rf"^\s*(?:-\s+)?(?P<kq>[\"']?){VAR}(?P=kq)\s*:\s*(?P<q>[\"']?)(?P<v>[A-Za-z0-9]+)(?P=q)\s*(?:#.*)?$"
+)
 _YAML_NAME_RE = re.compile(rf"^(?P<ind>\s*(?:-\s+)?)name\s*:\s*(?P<q>[\"']?){VAR}(?P=q)\s*(?:#.*)?$")
 _YAML_VALUE_RE = re.compile(r"^\s*(?:-\s+)?value\s*:\s*(?P<q>[\"']?)(?P<v>[A-Za-z0-9]+)(?P=q)\s*(?:#.*)?$")
 
@@ -112,14 +110,17 @@ class RetokenizeGuardDisabled(Rule):
         Example(f'env:\n  - name: {VAR}\n    value: "true"\n  - name: OTHER\n    value: "0"\n', kind="yaml"),
         Example(f"{VAR}=1\n", kind="env"),
         Example(f"{VAR}=off\n", kind="env", title="SGLang cannot parse 'off' and keeps the default (on)"),
-        Example(f"""\
+        Example(
+            f"""\
             --- a/python/sglang/srt/environ.py
             +++ b/python/sglang/srt/environ.py
             @@ -1,2 +1,2 @@
              class Envs:
             -    {VAR} = EnvBool(False)
             +    {VAR} = EnvBool(True)
-            """, kind="patch"),
+            """,
+            kind="patch",
+        ),
     ]
     INVALID = [
         Example(f'import os\nos.environ["{VAR}"] = "0"\n', line=2),
@@ -129,14 +130,18 @@ class RetokenizeGuardDisabled(Rule):
         Example(f"envs.{VAR}.set(False)\n"),
         Example(f'monkeypatch.setenv("{VAR}", "0")\n'),
         Example(f'cmd = "{VAR}=0 python -m sglang.launch_server --model m"\n', title="a command string"),
-        Example(f"""\
+        Example(
+            f"""\
             --- a/python/sglang/srt/environ.py
             +++ b/python/sglang/srt/environ.py
             @@ -1,2 +1,2 @@
              class Envs:
             -    {VAR} = EnvBool(True)
             +    {VAR} = EnvBool(False)
-            """, kind="patch", line=6),
+            """,
+            kind="patch",
+            line=6,
+        ),
         Example(f"#!/bin/bash\nexport {VAR}=0\n", kind="shell", line=2),
         Example(f"{VAR}=false python train.py\n", kind="shell"),
         Example(f"FROM python:3.11\nENV {VAR}=false\n", kind="dockerfile", line=2),
@@ -145,14 +150,18 @@ class RetokenizeGuardDisabled(Rule):
         Example(f'env:\n  - name: {VAR}\n    value: "false"\n', kind="yaml", line=2),
         Example(f"environment:\n  - {VAR}=0\n", kind="yaml", line=2),
         Example(f"{VAR}=0\n", kind="env"),
-        Example(f"""\
+        Example(
+            f"""\
             --- a/docker/Dockerfile
             +++ b/docker/Dockerfile
             @@ -1,2 +1,3 @@
              FROM lmsysorg/sglang:latest
             +ENV {VAR}=0
              RUN pip install slime
-            """, kind="patch", line=5),
+            """,
+            kind="patch",
+            line=5,
+        ),
     ]
 
     # ----- Python -------------------------------------------------------------
@@ -174,8 +183,11 @@ class RetokenizeGuardDisabled(Rule):
         return None
 
     def _flag(self, node: cst.CSTNode, value: str) -> None:
-        self.report(node, f"`{VAR}` set to {value}: SGLang will decode token-id prompts and re-tokenize "
-                          f"them (token drift between trainer and engine); leave it unset or set it to 1")
+        self.report(
+            node,
+            f"`{VAR}` set to {value}: SGLang will decode token-id prompts and re-tokenize "
+            f"them (token drift between trainer and engine); leave it unset or set it to 1",
+        )
 
     @staticmethod
     def _is_var(node: cst.BaseExpression | None) -> bool:
@@ -191,8 +203,12 @@ class RetokenizeGuardDisabled(Rule):
             return
         for t in node.targets:
             tgt = t.target
-            if isinstance(tgt, cst.Subscript) and len(tgt.slice) == 1 and \
-                    isinstance(tgt.slice[0].slice, cst.Index) and self._is_var(tgt.slice[0].slice.value):
+            if (
+                isinstance(tgt, cst.Subscript)
+                and len(tgt.slice) == 1
+                and isinstance(tgt.slice[0].slice, cst.Index)
+                and self._is_var(tgt.slice[0].slice.value)
+            ):
                 self._flag(node, value)
             elif isinstance(tgt, (cst.Name, cst.Attribute)) and callee_name(tgt) == VAR:
                 self._flag(node, value)
@@ -206,13 +222,16 @@ class RetokenizeGuardDisabled(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         name = callee_name(node.func)
         args = [a for a in node.args if a.keyword is None and not a.star]
-        if name in ("setdefault", "putenv", "setenv", "__setitem__") and len(args) >= 2 \
-                and self._is_var(args[0].value):
+        if name in ("setdefault", "putenv", "setenv", "__setitem__") and len(args) >= 2 and self._is_var(args[0].value):
             value = self._false_value(args[1].value)
             if value:
                 self._flag(node, value)
-        elif name in ("set", "override") and isinstance(node.func, cst.Attribute) \
-                and callee_name(node.func.value) == VAR and args:
+        elif (
+            name in ("set", "override")
+            and isinstance(node.func, cst.Attribute)
+            and callee_name(node.func.value) == VAR
+            and args
+        ):
             value = self._false_value(args[0].value)
             if value:
                 self._flag(node, value)
@@ -267,5 +286,7 @@ class RetokenizeGuardDisabled(Rule):
 
     @staticmethod
     def _message(value: str) -> str:
-        return (f"`{VAR}` set to {value!r}: SGLang will decode token-id prompts and re-tokenize them "
-                f"(token drift between trainer and engine); leave it unset or set it to 1")
+        return (
+            f"`{VAR}` set to {value!r}: SGLang will decode token-id prompts and re-tokenize them "
+            f"(token drift between trainer and engine); leave it unset or set it to 1"
+        )

@@ -8,22 +8,40 @@ from typing import Any, Iterator
 import libcst as cst
 from libcst.metadata import PositionProvider
 
-from patchaudit.inputs.cst import string_literal as string_value
-from patchaudit.model.findings import Severity
-from patchaudit.lint.rule import PYTHON, TEXT, Example, Rule, RuleOptionError
-
 from patchaudit.analysis.names import callee_name
+from patchaudit.inputs.cst import string_literal as string_value
+from patchaudit.lint.rule import PYTHON, TEXT, Example, Rule, RuleOptionError
+from patchaudit.model.findings import Severity
 
 DEFAULT_PATTERN = r"<\|[^|<>\s]+\|>"
 DEFAULT_NAMES = (
-    "*image_token*", "*video_token*", "*audio_token*", "*media_token*",
-    "*image_placeholder*", "*video_placeholder*", "*audio_placeholder*", "*media_placeholder*",
-    "*placeholder_token*", "*media_pad*", "*image_pad*", "*video_pad*", "*pad_token*",
+    "*image_token*",
+    "*video_token*",
+    "*audio_token*",
+    "*media_token*",
+    "*image_placeholder*",
+    "*video_placeholder*",
+    "*audio_placeholder*",
+    "*media_placeholder*",
+    "*placeholder_token*",
+    "*media_pad*",
+    "*image_pad*",
+    "*video_pad*",
+    "*pad_token*",
 )
 #: calls whose string arguments reach the tokenizer or are spliced into a prompt
 DEFAULT_CALLS = (
-    "encode", "encode_plus", "encode_batch", "batch_encode_plus", "tokenize", "convert_tokens_to_ids",
-    "tokenizer", "processor", "apply_chat_template", "replace", "join",
+    "encode",
+    "encode_plus",
+    "encode_batch",
+    "batch_encode_plus",
+    "tokenize",
+    "convert_tokens_to_ids",
+    "tokenizer",
+    "processor",
+    "apply_chat_template",
+    "replace",
+    "join",
 )
 #: a whole value (no pattern segment in it) is judged only when it looks like one token
 _MAX_TOKEN_LEN = 100
@@ -32,7 +50,8 @@ _SHOWN = 12
 
 _TEXT_ASSIGN_RE = re.compile(
     r"(?:^|[\s{,])(?:export\s+)?(?P<kq>[\"']?)(?P<name>[A-Za-z_][\w.-]*)(?P=kq)\s*[:=]\s*"
-    r"(?P<q>[\"']?)(?P<v>[^\"'\s#,}]+)(?P=q)")
+    r"(?P<q>[\"']?)(?P<v>[^\"'\s#,}]+)(?P=q)"
+)
 
 
 # --------------------------------------------------------------------------
@@ -44,20 +63,52 @@ def _example_tokenizer() -> dict[str, Any]:
     (so `<image>` becomes one ordinary id), and three registered tokens."""
     chars = [c for c in string.printable if c not in "\t\r\x0b\x0c"]
     vocab = {c: i for i, c in enumerate(chars)}
-    merges = [["<", "|"], ["|", ">"], ["i", "m"], ["a", "g"], ["ag", "e"], ["im", "age"], ["<", "image"],
-              ["<image", ">"]]
+    merges = [
+        ["<", "|"],
+        ["|", ">"],
+        ["i", "m"],
+        ["a", "g"],
+        ["ag", "e"],
+        ["im", "age"],
+        ["<", "image"],
+        ["<image", ">"],
+    ]
     for a, b in merges:
         vocab.setdefault(a + b, len(vocab))
     added = []
     for content, special in (("<|media_pad|>", True), ("<|im_end|>", True), ("<|image_pad|>", False)):
-        added.append({"id": len(vocab) + len(added), "content": content, "single_word": False, "lstrip": False,
-                      "rstrip": False, "normalized": False, "special": special})
+        added.append(
+            {
+                "id": len(vocab) + len(added),
+                "content": content,
+                "single_word": False,
+                "lstrip": False,
+                "rstrip": False,
+                "normalized": False,
+                "special": special,
+            }
+        )
     return {
-        "version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
-        "normalizer": None, "pre_tokenizer": None, "post_processor": None, "decoder": {"type": "Fuse"},
-        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
-                  "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
-                  "ignore_merges": False, "vocab": vocab, "merges": merges},
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": added,
+        "normalizer": None,
+        "pre_tokenizer": None,
+        "post_processor": None,
+        "decoder": {"type": "Fuse"},
+        "model": {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": None,
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": False,
+            "byte_fallback": False,
+            "ignore_merges": False,
+            "vocab": vocab,
+            "merges": merges,
+        },
     }
 
 
@@ -158,8 +209,12 @@ class PlaceholderNotAtomic(Rule):
     kinds = frozenset({PYTHON, TEXT})
     needs = frozenset({"tokenizer"})
     requires = (("<|",), ("token",), ("placeholder",), ("pad",), ("image",), ("media",))
-    options = {"pattern": DEFAULT_PATTERN, "names": list(DEFAULT_NAMES), "extend-names": [],
-               "calls": list(DEFAULT_CALLS)}
+    options = {
+        "pattern": DEFAULT_PATTERN,
+        "names": list(DEFAULT_NAMES),
+        "extend-names": [],
+        "calls": list(DEFAULT_CALLS),
+    }
     METADATA_DEPENDENCIES = (PositionProvider,)
 
     VALID = [
@@ -171,23 +226,38 @@ class PlaceholderNotAtomic(Rule):
         _ex('tokens = MultimodalSpecialTokens(image_token="<|media_pad|>")\n', title="keyword argument"),
         _ex(FIXED_HUNK, kind="patch", title="the fix: the removed line is not judged"),
         _ex('env:\n  image_token: "<|media_pad|>"\n', kind="yaml", title="YAML key"),
-        Example('self.image_placeholder = "<|kimi_image_placeholder|>"\n',
-                title="no tokenizer given: the rule does not run"),
+        Example(
+            'self.image_placeholder = "<|kimi_image_placeholder|>"\n', title="no tokenizer given: the rule does not run"
+        ),
     ]
     INVALID = [
-        _ex('self.image_placeholder = "<|kimi_image_placeholder|>"\n', line=1,
-            contains="'<|kimi_image_placeholder|>' is not a registered token", title="the seed 004 placeholder"),
+        _ex(
+            'self.image_placeholder = "<|kimi_image_placeholder|>"\n',
+            line=1,
+            contains="'<|kimi_image_placeholder|>' is not a registered token",
+            title="the seed 004 placeholder",
+        ),
         _ex(KIMI_HUNK, kind="patch", line=7, contains="shatters into", title="a patch adds the placeholder"),
-        _ex('prompt = "Describe " + "<|kimi_image_placeholder|>" * n\n', contains="shatters",
-            title="concatenated into a prompt"),
+        _ex(
+            'prompt = "Describe " + "<|kimi_image_placeholder|>" * n\n',
+            contains="shatters",
+            title="concatenated into a prompt",
+        ),
         _ex('ids = tokenizer.encode(f"{question}<|vision_pad|>")\n', title="f-string passed to encode"),
         _ex('IMAGE_TOKEN = "<image>"\n', contains="ordinary vocabulary id", title="one id but not registered"),
         _ex('cfg = {"media_pad": "<|mediapad|>"}\n', title="dict key"),
         _ex('env:\n  image_token: "<|kimi_image_placeholder|>"\n', kind="yaml", line=2, title="YAML key"),
-        _ex('text = prompt.replace("<image>", "<|image|>")\n', count=1, contains="'<|image|>'",
-            title="replace into a prompt (the plain <image> is not judged)"),
-        _ex('image_token = "<|media_pad|><|vision_pad|>"\n', contains="'<|vision_pad|>'",
-            title="one piece of a run is not registered"),
+        _ex(
+            'text = prompt.replace("<image>", "<|image|>")\n',
+            count=1,
+            contains="'<|image|>'",
+            title="replace into a prompt (the plain <image> is not judged)",
+        ),
+        _ex(
+            'image_token = "<|media_pad|><|vision_pad|>"\n',
+            contains="'<|vision_pad|>'",
+            title="one piece of a run is not registered",
+        ),
         _ex('image_token = "\u56fe\u50cf"\n', contains="no ids at all", title="characters the tokenizer lacks"),
     ]
 
@@ -197,8 +267,9 @@ class PlaceholderNotAtomic(Rule):
             self._pattern = re.compile(self.opts.get("pattern") or DEFAULT_PATTERN)
         except re.error as exc:
             raise RuleOptionError(f"[tool.patchaudit.rules.PA105] pattern: not a valid regex: {exc}") from None
-        self._names = [n.lower() for n in list(self.opts.get("names", DEFAULT_NAMES))
-                       + list(self.opts.get("extend-names", []))]
+        self._names = [
+            n.lower() for n in list(self.opts.get("names", DEFAULT_NAMES)) + list(self.opts.get("extend-names", []))
+        ]
         self._calls = frozenset(self.opts.get("calls", DEFAULT_CALLS))
         self._seen: set[tuple[int, int, str]] = set()
 
@@ -211,22 +282,31 @@ class PlaceholderNotAtomic(Rule):
             return None
         pieces = tok.tokens(ids)
         if not ids:
-            return (f"{piece!r} encodes to no ids at all with this tokenizer (its characters are unknown to it); "
-                    f"use a registered special token{self._suggestion()} or register this one")
+            return (
+                f"{piece!r} encodes to no ids at all with this tokenizer (its characters are unknown to it); "
+                f"use a registered special token{self._suggestion()} or register this one"
+            )
         if len(ids) == 1:
-            return (f"{piece!r} is an ordinary vocabulary id ({ids[0]}, {pieces[0]!r}), not a registered "
-                    f"special/added token of the tokenizer: next to other text BPE can merge it differently; "
-                    f"register it as a special token")
+            return (
+                f"{piece!r} is an ordinary vocabulary id ({ids[0]}, {pieces[0]!r}), not a registered "
+                f"special/added token of the tokenizer: next to other text BPE can merge it differently; "
+                f"register it as a special token"
+            )
         shown_ids = ", ".join(str(i) for i in ids[:_SHOWN]) + (", ..." if len(ids) > _SHOWN else "")
         shown = ", ".join(repr(p) for p in pieces[:_SHOWN]) + (", ..." if len(ids) > _SHOWN else "")
-        return (f"{piece!r} is not a registered token of the tokenizer: it shatters into {len(ids)} ids "
-                f"[{shown_ids}] ({shown}), so one placeholder becomes {len(ids)} ids; use a registered "
-                f"special token{self._suggestion()} or register this one")
+        return (
+            f"{piece!r} is not a registered token of the tokenizer: it shatters into {len(ids)} ids "
+            f"[{shown_ids}] ({shown}), so one placeholder becomes {len(ids)} ids; use a registered "
+            f"special token{self._suggestion()} or register this one"
+        )
 
     def _suggestion(self) -> str:
         tok = self.context.tokenizer
-        media = [a.content for a in tok.added_tokens()
-                 if re.search(r"image|media|video|vision|audio|pad|placeholder", a.content, re.I)]
+        media = [
+            a.content
+            for a in tok.added_tokens()
+            if re.search(r"image|media|video|vision|audio|pad|placeholder", a.content, re.I)
+        ]
         if not media:
             return ""
         more = ", ..." if len(media) > 4 else ""

@@ -1,9 +1,9 @@
 from __future__ import annotations
 
-from patchaudit.model.findings import Severity
 from patchaudit.lint.rule import PATCH, Example, Rule
+from patchaudit.model.findings import Severity
 
-from ._exact import CLEAN_HUNK, MODULE, engine_tree, patch_for
+from ._exact import CLEAN_HUNK, engine_tree, patch_for
 
 
 class HunkDoesNotApply(Rule):
@@ -45,18 +45,36 @@ class HunkDoesNotApply(Rule):
 
     VALID = [
         Example(patch_for(CLEAN_HUNK), kind="patch", engine=engine_tree()),
-        Example(patch_for(CLEAN_HUNK.replace("@@ -5,7 +5,7 @@", "@@ -25,7 +25,7 @@")), kind="patch",
-                engine=engine_tree(), title="applies at an offset: not a failure"),
+        Example(
+            patch_for(CLEAN_HUNK.replace("@@ -5,7 +5,7 @@", "@@ -25,7 +25,7 @@")),
+            kind="patch",
+            engine=engine_tree(),
+            title="applies at an offset: not a failure",
+        ),
     ]
     INVALID = [
-        Example(patch_for(CLEAN_HUNK.replace("         ids = self.tokenize(prompt)\n",
-                                             "         ids = self.tokenize_v2(prompt)\n")
-                          .replace("         return out\n", "         return out or []\n")
-                          .replace("     def load(self, prompt):\n", "     def load(self, prompt, extra):\n")),
-                kind="patch", engine=engine_tree(), line=3, contains="nearest",
-                title="context changed upstream"),
-        Example(patch_for(CLEAN_HUNK).replace("srt/proc.py", "srt/moved.py"), kind="patch",
-                engine=engine_tree(), line=1, contains="does not exist", title="the file is not in the engine"),
+        Example(
+            patch_for(
+                CLEAN_HUNK.replace(
+                    "         ids = self.tokenize(prompt)\n", "         ids = self.tokenize_v2(prompt)\n"
+                )
+                .replace("         return out\n", "         return out or []\n")
+                .replace("     def load(self, prompt):\n", "     def load(self, prompt, extra):\n")
+            ),
+            kind="patch",
+            engine=engine_tree(),
+            line=3,
+            contains="nearest",
+            title="context changed upstream",
+        ),
+        Example(
+            patch_for(CLEAN_HUNK).replace("srt/proc.py", "srt/moved.py"),
+            kind="patch",
+            engine=engine_tree(),
+            line=1,
+            contains="does not exist",
+            title="the file is not in the engine",
+        ),
     ]
 
     def check_patch(self, unit) -> None:
@@ -66,10 +84,15 @@ class HunkDoesNotApply(Rule):
         for rec in result.sections:
             if rec.missing:
                 sec = rec.section
-                self.report_at(sec.header_line, 0, sec.header_line, 0,
-                               f"{rec.engine_path or sec.path} does not exist in {result.engine_label} "
-                               f"(strip level {result.strip}): wrong engine version or strip level, or the file "
-                               f"moved; its {len(sec.hunks)} hunk(s) were checked without the engine")
+                self.report_at(
+                    sec.header_line,
+                    0,
+                    sec.header_line,
+                    0,
+                    f"{rec.engine_path or sec.path} does not exist in {result.engine_label} "
+                    f"(strip level {result.strip}): wrong engine version or strip level, or the file "
+                    f"moved; its {len(sec.hunks)} hunk(s) were checked without the engine",
+                )
                 continue
             for h in rec.hunks:
                 if h.status != "failed":
@@ -79,6 +102,10 @@ class HunkDoesNotApply(Rule):
                     line, matching, total = h.nearest
                     where = f"; nearest match at line {line} ({matching} of {total} lines match)"
                 sym = f" in {h.symbol}" if h.symbol else ""
-                self.report_at(h.patch_line, 0, h.patch_line, 0,
-                               f"hunk #{h.index + 1} does not apply to {h.engine_path}{sym} "
-                               f"({result.engine_label}){where}")
+                self.report_at(
+                    h.patch_line,
+                    0,
+                    h.patch_line,
+                    0,
+                    f"hunk #{h.index + 1} does not apply to {h.engine_path}{sym} ({result.engine_label}){where}",
+                )

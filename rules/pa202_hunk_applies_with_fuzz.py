@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from patchaudit.model.findings import Severity
 from patchaudit.lint.rule import PATCH, Example, Rule
+from patchaudit.model.findings import Severity
 
 from ._exact import CLEAN_HUNK, engine_tree, patch_for
 
@@ -42,10 +42,14 @@ class HunkAppliesWithFuzz(Rule):
 
     VALID = [Example(patch_for(CLEAN_HUNK), kind="patch", engine=engine_tree())]
     INVALID = [
-        Example(patch_for(CLEAN_HUNK.replace("     def tokenize(self, prompt):\n",
-                                             "     def tokenize(self, text):\n")),
-                kind="patch", engine=engine_tree(), line=3, contains="fuzz 1",
-                title="last context line changed upstream"),
+        Example(
+            patch_for(CLEAN_HUNK.replace("     def tokenize(self, prompt):\n", "     def tokenize(self, text):\n")),
+            kind="patch",
+            engine=engine_tree(),
+            line=3,
+            contains="fuzz 1",
+            title="last context line changed upstream",
+        ),
     ]
 
     def check_patch(self, unit) -> None:
@@ -56,7 +60,12 @@ class HunkAppliesWithFuzz(Rule):
             if h.status != "fuzz":
                 continue
             sym = f" in {h.symbol}" if h.symbol else ""
-            self.report_at(h.patch_line, 0, h.patch_line, 0,
-                           f"hunk #{h.index + 1} applies to {h.engine_path}{sym} only with fuzz {h.fuzz} "
-                           f"(ignoring {h.fuzz} context line(s) at each end) at line {h.source_line or h.line}: "
-                           f"it may land in the wrong place; refresh the patch")
+            self.report_at(
+                h.patch_line,
+                0,
+                h.patch_line,
+                0,
+                f"hunk #{h.index + 1} applies to {h.engine_path}{sym} only with fuzz {h.fuzz} "
+                f"(ignoring {h.fuzz} context line(s) at each end) at line {h.source_line or h.line}: "
+                f"it may land in the wrong place; refresh the patch",
+            )

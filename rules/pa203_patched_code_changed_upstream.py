@@ -95,28 +95,51 @@ class PatchedCodeChangedUpstream(Rule):
 
     VALID = [
         Example(PATCH_TEXT, kind="patch", engine_old=_tree(), engine=_tree(), title="the same engine version"),
-        Example(PATCH_TEXT, kind="patch", engine_old=_tree(),
-                engine=_tree(MODULE.replace("return list(prompt)", "return [c for c in prompt]")),
-                title="another function changed"),
+        Example(
+            PATCH_TEXT,
+            kind="patch",
+            engine_old=_tree(),
+            engine=_tree(MODULE.replace("return list(prompt)", "return [c for c in prompt]")),
+            title="another function changed",
+        ),
     ]
     INVALID = [
-        Example(PATCH_TEXT, kind="patch", engine_old=_tree(),
-                engine=_tree(MODULE.replace("start = time.perf_counter()", "start = time.monotonic()")),
-                line=3, contains="`Processor.load` changed upstream", title="applies cleanly, function changed"),
-        Example(PATCH_TEXT, kind="patch", engine_old=_tree(),
-                engine=_tree(MODULE.replace("ids = self.normalise(ids)", "ids = self.normalise(ids, strict=True)")),
-                line=3, contains="it does not apply", title="the hunk's own lines changed"),
-        Example(PATCH_TEXT, kind="patch", engine_old=_tree(),
-                engine=_tree(MODULE.replace("class Processor:", "class TextProcessor:"),
-                             path="python/sglang/srt/processing.py"),
-                line=1, contains="moved to python/sglang/srt/processing.py", title="the file moved"),
+        Example(
+            PATCH_TEXT,
+            kind="patch",
+            engine_old=_tree(),
+            engine=_tree(MODULE.replace("start = time.perf_counter()", "start = time.monotonic()")),
+            line=3,
+            contains="`Processor.load` changed upstream",
+            title="applies cleanly, function changed",
+        ),
+        Example(
+            PATCH_TEXT,
+            kind="patch",
+            engine_old=_tree(),
+            engine=_tree(MODULE.replace("ids = self.normalise(ids)", "ids = self.normalise(ids, strict=True)")),
+            line=3,
+            contains="it does not apply",
+            title="the hunk's own lines changed",
+        ),
+        Example(
+            PATCH_TEXT,
+            kind="patch",
+            engine_old=_tree(),
+            engine=_tree(
+                MODULE.replace("class Processor:", "class TextProcessor:"), path="python/sglang/srt/processing.py"
+            ),
+            line=1,
+            contains="moved to python/sglang/srt/processing.py",
+            title="the file moved",
+        ),
     ]
 
     def check_patch(self, unit) -> None:
         pair = getattr(self.context.engine, "pair", None)
         if pair is None:
             return
-        audit = pair.audit   # patchaudit.pipeline.bump_audit.BumpAudit
+        audit = pair.audit  # patchaudit.pipeline.bump_audit.BumpAudit
         for change in pair.upstream_changes():
             if isinstance(change, MissingFile):
                 reloc, new = change.relocation, audit.new_name
@@ -130,11 +153,14 @@ class PatchedCodeChangedUpstream(Rule):
     def hunk_message(audit, c: HunkChange) -> str:
         """The finding's message for a hunk whose engine code changed upstream."""
         new_path = c.new_path
-        how = {"clean": "it still applies cleanly", "offset": f"it still applies (offset {c.offset:+d})",
-               "fuzz": f"it applies only with fuzz {c.fuzz}", "failed": "it does not apply",
-               "already-applied": "upstream already contains the change",
-               "missing-file": f"{new_path} is where its code went" if new_path else "the file is gone"}.get(
-            c.status, c.status)
+        how = {
+            "clean": "it still applies cleanly",
+            "offset": f"it still applies (offset {c.offset:+d})",
+            "fuzz": f"it applies only with fuzz {c.fuzz}",
+            "failed": "it does not apply",
+            "already-applied": "upstream already contains the change",
+            "missing-file": f"{new_path} is where its code went" if new_path else "the file is gone",
+        }.get(c.status, c.status)
         parts: list[str] = []
         for sym in c.symbols:
             if sym.new_qualname is None:
@@ -151,17 +177,22 @@ class PatchedCodeChangedUpstream(Rule):
             commits = _commits_text(audit.line_commits(new_path, s, e))
             if commits:
                 break
-        todo = {"failed": "port it to the new code", "fuzz": "check where it lands and refresh it",
-                "already-applied": "drop it if upstream's change does the same",
-                "missing-file": "port it there"}.get(c.status, "review it against the new code")
-        return (f"hunk #{c.number}: {'; '.join(parts)} between {audit.old_name} and {audit.new_name}; "
-                f"{how}: {todo}{commits}")
+        todo = {
+            "failed": "port it to the new code",
+            "fuzz": "check where it lands and refresh it",
+            "already-applied": "drop it if upstream's change does the same",
+            "missing-file": "port it there",
+        }.get(c.status, "review it against the new code")
+        return (
+            f"hunk #{c.number}: {'; '.join(parts)} between {audit.old_name} and {audit.new_name}; "
+            f"{how}: {todo}{commits}"
+        )
 
 
 def _commits_text(commits: list[dict[str, Any]]) -> str:
     """The commits named at the end of a message ("" when there are none)."""
     if not commits:
         return ""
-    shown = ", ".join(f"{c['sha'][:10]} \"{c['summary']}\"" for c in commits[:MAX_COMMITS])
+    shown = ", ".join(f'{c["sha"][:10]} "{c["summary"]}"' for c in commits[:MAX_COMMITS])
     more = f" and {len(commits) - MAX_COMMITS} more" if len(commits) > MAX_COMMITS else ""
     return f"; upstream commit{'s' if len(commits) != 1 else ''}: {shown}{more}"

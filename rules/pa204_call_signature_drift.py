@@ -38,19 +38,20 @@ class Processor:
 
 
 def _proc_engine(content: str = PROC) -> dict[str, str]:
-    return {"python/sglang/__init__.py": "", "python/sglang/srt/__init__.py": "",
-            "python/sglang/srt/proc.py": content}
+    return {"python/sglang/__init__.py": "", "python/sglang/srt/__init__.py": "", "python/sglang/srt/proc.py": content}
 
 
 def _proc_patch(new_line: str) -> str:
-    return ("--- a/python/sglang/srt/proc.py\n+++ b/python/sglang/srt/proc.py\n"
-            "@@ -1,5 +1,5 @@\n"
-            " class Processor:\n"
-            "     def load(self, prompt):\n"
-            "         ids = self.tokenize(prompt)\n"
-            "-        out = self.process(ids)\n"
-            f"+        {new_line}\n"
-            "         return out\n")
+    return (
+        "--- a/python/sglang/srt/proc.py\n+++ b/python/sglang/srt/proc.py\n"
+        "@@ -1,5 +1,5 @@\n"
+        " class Processor:\n"
+        "     def load(self, prompt):\n"
+        "         ids = self.tokenize(prompt)\n"
+        "-        out = self.process(ids)\n"
+        f"+        {new_line}\n"
+        "         return out\n"
+    )
 
 
 class CallSignatureDrift(Rule):
@@ -117,37 +118,86 @@ class CallSignatureDrift(Rule):
     options = {"upstream-share": 1.0, "min-upstream-calls": 1, "include-tests": False}
 
     VALID = [
-        Example(SEED_PATCH, kind="patch", engine_old=_mm_engine(BASE_V1), engine=_mm_engine(BASE_V1),
-                title="the seed patch, OLD = NEW = v1"),
-        Example(SEED_PATCH.replace("             prompt=input_text,\n",
-                                   "             prompt=input_text,\n+            input_ids=input_text,\n")
-                .replace("@@ -3,7 +3,7 @@", "@@ -3,7 +3,8 @@"),
-                kind="patch", engine_old=_mm_engine(BASE_V1), engine=_mm_engine(BASE_V2),
-                title="the seed patch passing input_ids"),
-        Example(_proc_patch("out = self.process(ids, max_len=8)"), kind="patch",
-                engine_old=_proc_engine(), engine=_proc_engine(), title="signature unchanged"),
-        Example(_proc_patch("out = self.process(ids, **extra)"), kind="patch", engine_old=_proc_engine(),
-                engine=_proc_engine(PROC.replace("max_len=None", "max_length=None")),
-                title="** may carry anything"),
-        Example(_proc_patch("out = helper.process(ids, max_len=8)"), kind="patch", engine_old=_proc_engine(),
-                engine=_proc_engine(PROC.replace("max_len=None", "max_length=None")),
-                title="an object of unknown type is not guessed"),
+        Example(
+            SEED_PATCH,
+            kind="patch",
+            engine_old=_mm_engine(BASE_V1),
+            engine=_mm_engine(BASE_V1),
+            title="the seed patch, OLD = NEW = v1",
+        ),
+        Example(
+            SEED_PATCH.replace(
+                "             prompt=input_text,\n",
+                "             prompt=input_text,\n+            input_ids=input_text,\n",
+            ).replace("@@ -3,7 +3,7 @@", "@@ -3,7 +3,8 @@"),
+            kind="patch",
+            engine_old=_mm_engine(BASE_V1),
+            engine=_mm_engine(BASE_V2),
+            title="the seed patch passing input_ids",
+        ),
+        Example(
+            _proc_patch("out = self.process(ids, max_len=8)"),
+            kind="patch",
+            engine_old=_proc_engine(),
+            engine=_proc_engine(),
+            title="signature unchanged",
+        ),
+        Example(
+            _proc_patch("out = self.process(ids, **extra)"),
+            kind="patch",
+            engine_old=_proc_engine(),
+            engine=_proc_engine(PROC.replace("max_len=None", "max_length=None")),
+            title="** may carry anything",
+        ),
+        Example(
+            _proc_patch("out = helper.process(ids, max_len=8)"),
+            kind="patch",
+            engine_old=_proc_engine(),
+            engine=_proc_engine(PROC.replace("max_len=None", "max_length=None")),
+            title="an object of unknown type is not guessed",
+        ),
     ]
     INVALID = [
-        Example(SEED_PATCH, kind="patch", engine_old=_mm_engine(BASE_V1), engine=_mm_engine(BASE_V2),
-                line=8, contains="`input_ids` is new in", title="the seed: input_ids new in NEW"),
-        Example(_proc_patch("out = self.process(ids, max_len=8)"), kind="patch", engine_old=_proc_engine(),
-                engine=_proc_engine(PROC.replace("max_len=None", "max_length=None")), line=8,
-                contains="renamed to `max_length`", title="a keyword renamed upstream"),
-        Example(_proc_patch("out = self.process(ids)"), kind="patch", engine_old=_proc_engine(),
-                engine=_proc_engine(PROC.replace("max_len=None", "max_len=None, *, mode")
-                                    .replace("out = self.process(ids)", "out = self.process(ids, mode=1)")),
-                count=1, contains="requires", title="a new required parameter"),
-        Example(_proc_patch("out = self.process(self.tokenize(prompt, False))"), kind="patch",
-                engine_old=_proc_engine(),
-                engine=_proc_engine(PROC.replace("prompt, add_special=True", "prompt, truncate=False, "
-                                                                              "add_special=True")),
-                line=8, contains="positional argument 2", title="a parameter inserted before a positional one"),
+        Example(
+            SEED_PATCH,
+            kind="patch",
+            engine_old=_mm_engine(BASE_V1),
+            engine=_mm_engine(BASE_V2),
+            line=8,
+            contains="`input_ids` is new in",
+            title="the seed: input_ids new in NEW",
+        ),
+        Example(
+            _proc_patch("out = self.process(ids, max_len=8)"),
+            kind="patch",
+            engine_old=_proc_engine(),
+            engine=_proc_engine(PROC.replace("max_len=None", "max_length=None")),
+            line=8,
+            contains="renamed to `max_length`",
+            title="a keyword renamed upstream",
+        ),
+        Example(
+            _proc_patch("out = self.process(ids)"),
+            kind="patch",
+            engine_old=_proc_engine(),
+            engine=_proc_engine(
+                PROC.replace("max_len=None", "max_len=None, *, mode").replace(
+                    "out = self.process(ids)", "out = self.process(ids, mode=1)"
+                )
+            ),
+            count=1,
+            contains="requires",
+            title="a new required parameter",
+        ),
+        Example(
+            _proc_patch("out = self.process(self.tokenize(prompt, False))"),
+            kind="patch",
+            engine_old=_proc_engine(),
+            engine=_proc_engine(PROC.replace("prompt, add_special=True", "prompt, truncate=False, add_special=True")),
+            line=8,
+            contains="positional argument 2",
+            title="a parameter inserted before a positional one",
+        ),
     ]
 
     @classmethod
@@ -158,8 +208,7 @@ class CallSignatureDrift(Rule):
         table = f"[tool.patchaudit.rules.{cls.code}]"
         unknown = set(opts) - set(cls.options)
         if unknown:
-            raise ValueError(f"{table}: unknown option(s) {sorted(unknown)} "
-                             f"(known: {', '.join(sorted(cls.options))})")
+            raise ValueError(f"{table}: unknown option(s) {sorted(unknown)} (known: {', '.join(sorted(cls.options))})")
         share = opts["upstream-share"]
         if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1:
             raise ValueError(f"{table} upstream-share: expected a number in (0, 1], got {share!r}")
@@ -173,7 +222,7 @@ class CallSignatureDrift(Rule):
         pair = getattr(getattr(self.unit, "engine", None), "pair", None)
         if pair is None:
             return
-        audit = pair.audit   # patchaudit.pipeline.bump_audit.BumpAudit
+        audit = pair.audit  # patchaudit.pipeline.bump_audit.BumpAudit
         for line, col, end_line, end_col, callee, shape, class_q, complete in audit.calls_to_check(self.unit):
             target = audit.call_target(self.unit, callee, class_q)
             if target is None:
@@ -197,16 +246,25 @@ class CallSignatureDrift(Rule):
         renamed = renamed_keywords(unknown, t.params, old_names)
         for kw in unknown:
             if kw in renamed:
-                out.append((f"{name} gets keyword `{kw}`, which {where} no longer takes: it was renamed to "
-                            f"`{renamed[kw]}` between {old} and {new}; pass `{renamed[kw]}=`", Severity.ERROR))
+                out.append(
+                    (
+                        f"{name} gets keyword `{kw}`, which {where} no longer takes: it was renamed to "
+                        f"`{renamed[kw]}` between {old} and {new}; pass `{renamed[kw]}=`",
+                        Severity.ERROR,
+                    )
+                )
                 continue
             msg = f"{name} gets keyword `{kw}`, which {where} does not take"
             if old_names is not None and kw in old_names:
                 msg += f": `{kw}` was removed between {old} and {new}"
             out.append((msg, Severity.ERROR))
         if too_many:
-            out.append((f"{name} gets {shape.positional} positional arguments, {too_many} more than {where} "
-                        f"takes", Severity.ERROR))
+            out.append(
+                (
+                    f"{name} gets {shape.positional} positional arguments, {too_many} more than {where} takes",
+                    Severity.ERROR,
+                )
+            )
         for p in missing:
             if p in renamed.values():
                 continue
@@ -220,9 +278,14 @@ class CallSignatureDrift(Rule):
             shift = shifted_positional(t.old_params, t.new_up_params, shape.positional)
             if shift is not None:
                 i, o_name, n_name = shift
-                out.append((f"{name}: positional argument {i + 1} was `{o_name}` in {old} and is "
-                            f"`{n_name}` in {new} ({where}): a parameter was added, removed or "
-                            f"renamed before it; pass it by keyword", Severity.ERROR))
+                out.append(
+                    (
+                        f"{name}: positional argument {i + 1} was `{o_name}` in {old} and is "
+                        f"`{n_name}` in {new} ({where}): a parameter was added, removed or "
+                        f"renamed before it; pass it by keyword",
+                        Severity.ERROR,
+                    )
+                )
         if complete and t.up_new is not None and t.new_up_params is not None and not shape.star_kwargs:
             out += self._upstream_relies(audit, t, shape)
         return out
@@ -243,19 +306,22 @@ class CallSignatureDrift(Rule):
                 continue
             is_new = t.old_params is not None and p.name not in param_names(t.old_params)
             ex = passing[0]
-            msg = (f"{t.name} leaves out `{p.name}`, which upstream's own call sites pass in {audit.new_name}: "
-                   f"{len(passing)} of {len(known)} (e.g. {ex.where}" + (f" in {ex.symbol}" if ex.symbol else "")
-                   + ")")
+            msg = (
+                f"{t.name} leaves out `{p.name}`, which upstream's own call sites pass in {audit.new_name}: "
+                f"{len(passing)} of {len(known)} (e.g. {ex.where}" + (f" in {ex.symbol}" if ex.symbol else "") + ")"
+            )
             if is_new:
-                msg += (f"; `{p.name}` is new in {audit.new_name} ({t.where}; {audit.old_name}'s has no such "
-                        f"parameter): the default `{p.name}` this call gets may drop what upstream now relies on")
+                msg += (
+                    f"; `{p.name}` is new in {audit.new_name} ({t.where}; {audit.old_name}'s has no such "
+                    f"parameter): the default `{p.name}` this call gets may drop what upstream now relies on"
+                )
                 out.append((msg, Severity.ERROR))
                 continue
             # the parameter existed: drift only if upstream started passing it
             old_sites = audit.call_sites("old", t.up_old, tests) if t.up_old is not None else []
             o_known, o_pass = passing_sites(old_sites, t.old_params or [], p.name)
             if t.up_old is not None and o_known and len(o_pass) >= share * len(o_known):
-                continue   # upstream passed it in OLD too: not drift
+                continue  # upstream passed it in OLD too: not drift
             o_txt = f"{len(o_pass)} of {len(o_known)}" if o_known else "none"
             msg += f"; in {audit.old_name} {o_txt} did: upstream started relying on it"
             out.append((msg, Severity.WARNING))

@@ -78,23 +78,32 @@ class MonkeypatchTargetMissing(MonkeypatchRule):
 
     VALID = [
         Example(FORK, engine=engine_tree(), title="the target exists"),
-        Example("""\
+        Example(
+            """\
             import sglang.srt.managers.scheduler as sched
 
             def handle(self, req, priority=0):
                 return req
 
             setattr(sched.Scheduler, "handle", handle)
-            """, engine=engine_tree(), title="setattr through a module alias"),
-        Example("""\
+            """,
+            engine=engine_tree(),
+            title="setattr through a module alias",
+        ),
+        Example(
+            """\
             from sglang.srt.managers.scheduler import Scheduler
 
             if not hasattr(Scheduler, "drain"):
                 def drain(self):
                     return []
                 Scheduler.drain = drain
-            """, engine=engine_tree(), title="a backport shim adds the attribute on purpose"),
-        Example("""\
+            """,
+            engine=engine_tree(),
+            title="a backport shim adds the attribute on purpose",
+        ),
+        Example(
+            """\
             import sglang
             from packaging import version
             from sglang.srt.managers.scheduler import Scheduler
@@ -104,29 +113,49 @@ class MonkeypatchTargetMissing(MonkeypatchRule):
 
             if version.parse(sglang.__version__) >= version.parse("0.6.0"):
                 Scheduler.process_batch = process_batch
-            """, engine={**engine_tree(), "python/sglang/version.py": '__version__ = "0.5.9"\n'},
-                title="gated off for this engine version"),
-        Example("""\
+            """,
+            engine={**engine_tree(), "python/sglang/version.py": '__version__ = "0.5.9"\n'},
+            title="gated off for this engine version",
+        ),
+        Example(
+            """\
             from sglang.srt.managers.scheduler import Scheduler
 
             scheduler = Scheduler(None)
             scheduler.custom_flag = True
-            """, engine=engine_tree(), title="an attribute of an instance is not a patch of the engine"),
+            """,
+            engine=engine_tree(),
+            title="an attribute of an instance is not a patch of the engine",
+        ),
     ]
     INVALID = [
-        Example(FORK, engine=engine_tree(SCHEDULER.replace("def process_input_requests",
-                                                           "def process_requests")),
-                line=8, contains="renamed to `process_requests`?", title="the patched method was renamed"),
-        Example("""\
+        Example(
+            FORK,
+            engine=engine_tree(SCHEDULER.replace("def process_input_requests", "def process_requests")),
+            line=8,
+            contains="renamed to `process_requests`?",
+            title="the patched method was renamed",
+        ),
+        Example(
+            """\
             from unittest import mock
 
             patcher = mock.patch("sglang.srt.entrypoints.engine._set_envs_and_configs", lambda args: None)
-            """, engine=engine_tree(), line=3, contains="patch() raises AttributeError",
-                title="mock.patch of a misspelled target"),
-        Example("""\
+            """,
+            engine=engine_tree(),
+            line=3,
+            contains="patch() raises AttributeError",
+            title="mock.patch of a misspelled target",
+        ),
+        Example(
+            """\
             import sglang.srt.managers.policy as policy
 
             policy.schedule = lambda reqs: reqs
-            """, engine=engine_tree(), line=3, contains="module `sglang.srt.managers.policy` does not exist",
-                title="the module is gone"),
+            """,
+            engine=engine_tree(),
+            line=3,
+            contains="module `sglang.srt.managers.policy` does not exist",
+            title="the module is gone",
+        ),
     ]

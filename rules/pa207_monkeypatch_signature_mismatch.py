@@ -70,15 +70,20 @@ class MonkeypatchSignatureMismatch(MonkeypatchRule):
     issue_kind = monkeypatch.SIGNATURE_MISMATCH
 
     VALID = [
-        Example("""\
+        Example(
+            """\
             from sglang.srt.managers.scheduler import Scheduler
 
             def handle(self, req, priority=0):
                 return req
 
             Scheduler.handle = handle
-            """, engine=engine_tree(), title="same signature"),
-        Example("""\
+            """,
+            engine=engine_tree(),
+            title="same signature",
+        ),
+        Example(
+            """\
             from sglang.srt.managers.scheduler import Scheduler
 
             _orig_handle = Scheduler.handle
@@ -87,8 +92,12 @@ class MonkeypatchSignatureMismatch(MonkeypatchRule):
                 return _orig_handle(self, *args, **kwargs)
 
             Scheduler.handle = handle
-            """, engine=engine_tree(), title="a *args, **kwargs wrapper accepts everything"),
-        Example("""\
+            """,
+            engine=engine_tree(),
+            title="a *args, **kwargs wrapper accepts everything",
+        ),
+        Example(
+            """\
             import functools
             from sglang.srt.managers.scheduler import Scheduler
 
@@ -97,48 +106,76 @@ class MonkeypatchSignatureMismatch(MonkeypatchRule):
 
             Scheduler.generate_request = generate_request
             Scheduler.handle = functools.partial(lambda req, priority=0, log=None: req, log=print)
-            """, engine=engine_tree(), count=0, title="async kept; a keyword-only addition; a partial is never bound"),
-        Example("""\
+            """,
+            engine=engine_tree(),
+            count=0,
+            title="async kept; a keyword-only addition; a partial is never bound",
+        ),
+        Example(
+            """\
             from sglang.srt.managers.scheduler import Scheduler
 
             Scheduler.is_ready = staticmethod(lambda state: state == "ready")
-            """, engine=engine_tree(), title="a staticmethod replaced by a staticmethod"),
+            """,
+            engine=engine_tree(),
+            title="a staticmethod replaced by a staticmethod",
+        ),
     ]
     INVALID = [
-        Example("""\
+        Example(
+            """\
             from sglang.srt.managers.scheduler import Scheduler
 
             def handle(self, req):
                 return req
 
             Scheduler.handle = handle
-            """, engine=engine_tree(), line=6, contains="parameter `priority` of the original is missing",
-                title="the original gained a parameter the replacement lacks"),
-        Example("""\
+            """,
+            engine=engine_tree(),
+            line=6,
+            contains="parameter `priority` of the original is missing",
+            title="the original gained a parameter the replacement lacks",
+        ),
+        Example(
+            """\
             from sglang.srt.managers.scheduler import Scheduler
 
             def generate_request(self, obj, request=None):
                 return obj
 
             Scheduler.generate_request = generate_request
-            """, engine=engine_tree(), line=6, contains="the original is async",
-                title="an async original replaced by a sync function"),
-        Example("""\
+            """,
+            engine=engine_tree(),
+            line=6,
+            contains="the original is async",
+            title="an async original replaced by a sync function",
+        ),
+        Example(
+            """\
             import sglang.srt.entrypoints.engine as engine_mod
 
             def _set_envs_and_config(server_args, port):
                 return server_args
 
             setattr(engine_mod, "_set_envs_and_config", _set_envs_and_config)
-            """, engine=engine_tree(), line=6, contains="requires parameter `port`",
-                title="a required parameter added"),
-        Example("""\
+            """,
+            engine=engine_tree(),
+            line=6,
+            contains="requires parameter `port`",
+            title="a required parameter added",
+        ),
+        Example(
+            """\
             from sglang.srt.managers.scheduler import Scheduler
 
             def is_ready(state):
                 return state == "ready"
 
             Scheduler.is_ready = is_ready
-            """, engine=engine_tree(), line=6, contains="@staticmethod",
-                title="a staticmethod replaced by a plain function"),
+            """,
+            engine=engine_tree(),
+            line=6,
+            contains="@staticmethod",
+            title="a staticmethod replaced by a plain function",
+        ),
     ]

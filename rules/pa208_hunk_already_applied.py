@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from patchaudit.model.findings import Severity
 from patchaudit.lint.rule import PATCH, Example, Rule
+from patchaudit.model.findings import Severity
 
 from ._exact import CLEAN_HUNK, MODULE, engine_tree, patch_for
 
@@ -41,9 +41,13 @@ class HunkAlreadyApplied(Rule):
 
     VALID = [Example(patch_for(CLEAN_HUNK), kind="patch", engine=engine_tree())]
     INVALID = [
-        Example(patch_for(CLEAN_HUNK), kind="patch",
-                engine=engine_tree(MODULE.replace("out = self.process(ids)", "out = self.process(list(ids))")),
-                line=3, contains="already applied"),
+        Example(
+            patch_for(CLEAN_HUNK),
+            kind="patch",
+            engine=engine_tree(MODULE.replace("out = self.process(ids)", "out = self.process(list(ids))")),
+            line=3,
+            contains="already applied",
+        ),
     ]
 
     def check_patch(self, unit) -> None:
@@ -56,6 +60,11 @@ class HunkAlreadyApplied(Rule):
             sym = f" in {h.symbol}" if h.symbol else ""
             line = h.source_line or h.line
             at = f":{line}" if line else ""
-            self.report_at(h.patch_line, 0, h.patch_line, 0,
-                           f"hunk #{h.index + 1} is already applied in {result.engine_label} "
-                           f"({h.engine_path}{at}{sym}): it can be dropped")
+            self.report_at(
+                h.patch_line,
+                0,
+                h.patch_line,
+                0,
+                f"hunk #{h.index + 1} is already applied in {result.engine_label} "
+                f"({h.engine_path}{at}{sym}): it can be dropped",
+            )

@@ -61,31 +61,53 @@ class MalformedPatch(Rule):
 
     VALID = [
         Example(GOOD, kind="patch"),
-        Example("Description: keep ids\nUpstream-Status: Inappropriate\n\n" + GOOD, kind="patch",
-                title="DEP-3 header before the diff"),
+        Example(
+            "Description: keep ids\nUpstream-Status: Inappropriate\n\n" + GOOD,
+            kind="patch",
+            title="DEP-3 header before the diff",
+        ),
         Example(GOOD.replace("\n", "\r\n"), kind="patch", title="CRLF line endings"),
-        Example("""\
+        Example(
+            """\
             diff --git a/old.py b/new.py
             similarity index 100%
             rename from old.py
             rename to new.py
-            """, kind="patch", title="rename only"),
-        Example("""\
+            """,
+            kind="patch",
+            title="rename only",
+        ),
+        Example(
+            """\
             diff --git a/logo.png b/logo.png
             index 1111111..2222222 100644
             Binary files a/logo.png and b/logo.png differ
-            """, kind="patch", title="binary diff"),
+            """,
+            kind="patch",
+            title="binary diff",
+        ),
         Example(GOOD + "-- \n2.40.0\n", kind="patch", title="git format-patch signature"),
     ]
     INVALID = [
         Example("this is not a diff at all\n", kind="patch", line=1, contains="no diff found"),
         Example("", kind="patch", contains="empty patch"),
-        Example(GOOD.replace("@@ -1,3 +1,3 @@", "@@ -1,4 +1,4 @@"), kind="patch", line=3,
-                contains="truncated", title="counts larger than the hunk"),
-        Example(GOOD.replace("@@ -1,3 +1,3 @@", "@@ -1,2 +1,2 @@"), kind="patch", line=7,
-                contains="count", title="counts smaller than the hunk"),
-        Example(GOOD.replace("@@ -1,3 +1,3 @@", "@@ -1,3 +1,3"), kind="patch", line=3,
-                contains="malformed hunk header"),
+        Example(
+            GOOD.replace("@@ -1,3 +1,3 @@", "@@ -1,4 +1,4 @@"),
+            kind="patch",
+            line=3,
+            contains="truncated",
+            title="counts larger than the hunk",
+        ),
+        Example(
+            GOOD.replace("@@ -1,3 +1,3 @@", "@@ -1,2 +1,2 @@"),
+            kind="patch",
+            line=7,
+            contains="count",
+            title="counts smaller than the hunk",
+        ),
+        Example(
+            GOOD.replace("@@ -1,3 +1,3 @@", "@@ -1,3 +1,3"), kind="patch", line=3, contains="malformed hunk header"
+        ),
         Example("@@ -1,1 +1,1 @@\n-a\n+b\n", kind="patch", line=1, contains="without a file header"),
     ]
 

@@ -1,9 +1,9 @@
 from __future__ import annotations
 
-from patchaudit.model.findings import Severity
-from patchaudit.lint.rule import PATCH, Example, Rule
-from patchaudit.inputs.pyast import over_limit
 from patchaudit.engine.definitions import parse_python
+from patchaudit.inputs.pyast import over_limit
+from patchaudit.lint.rule import PATCH, Example, Rule
+from patchaudit.model.findings import Severity
 
 from ._exact import CLEAN_HUNK, engine_tree, patch_for
 
@@ -42,15 +42,30 @@ class PatchedPythonSyntaxError(Rule):
 
     VALID = [
         Example(patch_for(CLEAN_HUNK), kind="patch", engine=engine_tree()),
-        Example("--- /dev/null\n+++ b/python/sglang/srt/new.py\n@@ -0,0 +1,2 @@\n+def f(x):\n+    return x\n",
-                kind="patch", title="a new file that parses"),
+        Example(
+            "--- /dev/null\n+++ b/python/sglang/srt/new.py\n@@ -0,0 +1,2 @@\n+def f(x):\n+    return x\n",
+            kind="patch",
+            title="a new file that parses",
+        ),
     ]
     INVALID = [
-        Example(patch_for(CLEAN_HUNK.replace("+        out = self.process(list(ids))\n",
-                                             "+        out = self.process(list(ids)\n")),
-                kind="patch", engine=engine_tree(), contains="does not parse"),
-        Example("--- /dev/null\n+++ b/python/sglang/srt/new.py\n@@ -0,0 +1,2 @@\n+def f(x):\n+return x\n",
-                kind="patch", line=5, contains="does not parse", title="a new file, no engine needed"),
+        Example(
+            patch_for(
+                CLEAN_HUNK.replace(
+                    "+        out = self.process(list(ids))\n", "+        out = self.process(list(ids)\n"
+                )
+            ),
+            kind="patch",
+            engine=engine_tree(),
+            contains="does not parse",
+        ),
+        Example(
+            "--- /dev/null\n+++ b/python/sglang/srt/new.py\n@@ -0,0 +1,2 @@\n+def f(x):\n+return x\n",
+            kind="patch",
+            line=5,
+            contains="does not parse",
+            title="a new file, no engine needed",
+        ),
     ]
 
     def check_patch(self, unit) -> None:
@@ -61,9 +76,13 @@ class PatchedPythonSyntaxError(Rule):
                     continue
                 line, patch_line, msg = rec.syntax_error
                 where = patch_line or rec.section.header_line
-                self.report_at(where, 0, where, 0,
-                               f"the patched {rec.engine_path} does not parse: {msg} (line {line} of the "
-                               f"patched file)")
+                self.report_at(
+                    where,
+                    0,
+                    where,
+                    0,
+                    f"the patched {rec.engine_path} does not parse: {msg} (line {line} of the patched file)",
+                )
             return
         for sec in unit.patch.sections:
             if not (sec.is_python and sec.is_new and sec.source_path is None and sec.hunks):
@@ -71,7 +90,7 @@ class PatchedPythonSyntaxError(Rule):
             post = [l for h in sec.hunks for l in h.post_image]
             text = "\n".join(l.text for l in post) + "\n"
             if over_limit(text) is not None:
-                continue   # over max-parse-size: never parsed (compile() would parse it whole)
+                continue  # over max-parse-size: never parsed (compile() would parse it whole)
             if parse_python(text) is not None:
                 continue
             try:
@@ -82,5 +101,4 @@ class PatchedPythonSyntaxError(Rule):
             except (ValueError, RecursionError, MemoryError) as exc:
                 line, msg = 1, str(exc)
             pl = post[min(max(line, 1), len(post)) - 1].patch_line
-            self.report_at(pl, 0, pl, 0, f"{sec.path}, created by this patch, does not parse: {msg} "
-                                         f"(line {line})")
+            self.report_at(pl, 0, pl, 0, f"{sec.path}, created by this patch, does not parse: {msg} (line {line})")

@@ -5,8 +5,8 @@ from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from dataclasses import dataclass
 
-from patchaudit.model.findings import Severity
 from patchaudit.lint.rule import PATCH, Example, Rule
+from patchaudit.model.findings import Severity
 
 FIRST = """\
 From: A <a@example.com>
@@ -80,8 +80,8 @@ class Change:
 
     lo: int
     hi: int
-    patch_line: int          # first added line of the run in the patch file (else its first line)
-    header_line: int         # the hunk's "@@" line
+    patch_line: int  # first added line of the run in the patch file (else its first line)
+    header_line: int  # the hunk's "@@" line
 
     def lines(self) -> str:
         a, b = (self.lo + 1) // 2, self.hi // 2
@@ -96,7 +96,7 @@ def _runs(hunk, side: str) -> list[Change]:
     own, other = ("-", "+") if side == "pre" else ("+", "-")
     start = hunk.source_start if side == "pre" else hunk.target_start
     length = hunk.source_length if side == "pre" else hunk.target_length
-    last = start - 1 if length else start      # the line before the current position
+    last = start - 1 if length else start  # the line before the current position
     run: list = []
 
     def close():
@@ -148,7 +148,7 @@ class _Coverage:
     """
 
     def __init__(self, points: list[int]) -> None:
-        self.xs = sorted(set(points))              # elementary segment i is [xs[i], xs[i + 1])
+        self.xs = sorted(set(points))  # elementary segment i is [xs[i], xs[i + 1])
         self.size = 1
         while self.size < max(len(self.xs), 1):
             self.size *= 2
@@ -264,27 +264,58 @@ class OverlappingPatches(Rule):
     options = {"touching": True}
 
     VALID = [
-        Example(SECOND_ELSEWHERE, kind="patch", filename="0002-log-lengths.patch",
-                files={"0001-keep-ids.patch": FIRST}, title="the patches change distant lines"),
-        Example(SECOND_OVERLAPPING, kind="patch", filename="0002-log-lengths.patch",
-                files={"other/0001-keep-ids.patch": FIRST}, title="patches of different sets (folders)"),
-        Example(SECOND_INSERT_AFTER, kind="patch", filename="0002-assert.patch",
-                files={"0001-keep-ids.patch": FIRST}, options={"touching": False},
-                title="an insertion next to the other change, touching = false"),
+        Example(
+            SECOND_ELSEWHERE,
+            kind="patch",
+            filename="0002-log-lengths.patch",
+            files={"0001-keep-ids.patch": FIRST},
+            title="the patches change distant lines",
+        ),
+        Example(
+            SECOND_OVERLAPPING,
+            kind="patch",
+            filename="0002-log-lengths.patch",
+            files={"other/0001-keep-ids.patch": FIRST},
+            title="patches of different sets (folders)",
+        ),
+        Example(
+            SECOND_INSERT_AFTER,
+            kind="patch",
+            filename="0002-assert.patch",
+            files={"0001-keep-ids.patch": FIRST},
+            options={"touching": False},
+            title="an insertion next to the other change, touching = false",
+        ),
         Example(FIRST, kind="patch", title="a patch alone"),
     ]
     INVALID = [
-        Example(SECOND_OVERLAPPING, kind="patch", filename="0002-log-lengths.patch",
-                files={"0001-keep-ids.patch": FIRST}, line=10, contains="0001-keep-ids.patch",
-                title="the later patch rewrites a line the earlier one added"),
-        Example(SECOND_INSERT_AFTER, kind="patch", filename="0002-assert.patch",
-                files={"0001-keep-ids.patch": FIRST}, line=6, contains="0001-keep-ids.patch",
-                title="an insertion right after a line the earlier patch wrote"),
-        Example(SECOND_OVERLAPPING, kind="patch", filename="a-log-lengths.patch",
-                files={"b-keep-ids.patch": FIRST,
-                       "series": "# quilt\nb-keep-ids.patch -p1\na-log-lengths.patch\n"},
-                line=10, contains="b-keep-ids.patch",
-                title="the quilt series file gives the order (not the file names)"),
+        Example(
+            SECOND_OVERLAPPING,
+            kind="patch",
+            filename="0002-log-lengths.patch",
+            files={"0001-keep-ids.patch": FIRST},
+            line=10,
+            contains="0001-keep-ids.patch",
+            title="the later patch rewrites a line the earlier one added",
+        ),
+        Example(
+            SECOND_INSERT_AFTER,
+            kind="patch",
+            filename="0002-assert.patch",
+            files={"0001-keep-ids.patch": FIRST},
+            line=6,
+            contains="0001-keep-ids.patch",
+            title="an insertion right after a line the earlier patch wrote",
+        ),
+        Example(
+            SECOND_OVERLAPPING,
+            kind="patch",
+            filename="a-log-lengths.patch",
+            files={"b-keep-ids.patch": FIRST, "series": "# quilt\nb-keep-ids.patch -p1\na-log-lengths.patch\n"},
+            line=10,
+            contains="b-keep-ids.patch",
+            title="the quilt series file gives the order (not the file names)",
+        ),
     ]
 
     #: earlier patches named one by one for each file a later patch changes; the rest
@@ -318,7 +349,7 @@ class OverlappingPatches(Rule):
             # MAX_CHANGES_PER_FILE of them (the tree's positions are known before the walk)
             points: dict[str, list[int]] = defaultdict(list)
             kept: dict[str, int] = defaultdict(int)
-            full_at: dict[str, object] = {}   # the first patch whose changes are not kept
+            full_at: dict[str, object] = {}  # the first patch whose changes are not kept
             for u, _, posts in walked:
                 for path, changes in posts.items():
                     if path in full_at:
@@ -341,10 +372,13 @@ class OverlappingPatches(Rule):
                         full.add(path)
                         anchor = (mine.get(path) or changes or [None])[0]
                         self.report_in(
-                            u, anchor.patch_line if anchor else 1, 0,
+                            u,
+                            anchor.patch_line if anchor else 1,
+                            0,
                             f"the patches of this set change {path} in more than "
                             f"{self.MAX_CHANGES_PER_FILE:,} runs of lines: the changes of this patch and of "
-                            f"the later ones are not compared with the patches after them (PA304's limit)")
+                            f"the later ones are not compared with the patches after them (PA304's limit)",
+                        )
                     if path in full:
                         continue
                     bit = 1 << len(earlier[path])
@@ -352,8 +386,15 @@ class OverlappingPatches(Rule):
                     for c in changes:
                         coverage[path].add(c.lo - pad, c.hi + pad, bit)
 
-    def _compare(self, unit, path: str, changes: list[Change], coverage: _Coverage,
-                 earlier: list[tuple[object, list[Change]]], touching: bool) -> None:
+    def _compare(
+        self,
+        unit,
+        path: str,
+        changes: list[Change],
+        coverage: _Coverage,
+        earlier: list[tuple[object, list[Change]]],
+        touching: bool,
+    ) -> None:
         """Report `unit`'s changes of `path` that overlap earlier patches: each earlier
         patch once, the MAX_PAIRS most recent by name, the others in one finding."""
         masks = [coverage.query(b.lo, b.hi) for b in changes]
@@ -370,7 +411,9 @@ class OverlappingPatches(Rule):
                 named |= 1 << k
                 other, a = self._earlier_change(earlier[k], b, touching)
                 self.report_in(
-                    unit, b.patch_line, 0,
+                    unit,
+                    b.patch_line,
+                    0,
                     f"changes {b.lines()} of {path}, which {other.path} (applied earlier) also changes "
                     f"at its line {a.patch_line}: the two patches depend on their order; merge them or "
                     f"make them change separate lines",
@@ -379,14 +422,19 @@ class OverlappingPatches(Rule):
         rest = union & ~named
         if not rest:
             return
-        first = (rest & -rest).bit_length() - 1        # the earliest of the others
+        first = (rest & -rest).bit_length() - 1  # the earliest of the others
         count = rest.bit_count()
         b = next(b for b, m in zip(changes, masks) if m >> first & 1)
         other, a = self._earlier_change(earlier[first], b, touching)
-        many = f"{count:,} more patches applied earlier also change" if count > 1 else \
-            "1 more patch applied earlier also changes"
+        many = (
+            f"{count:,} more patches applied earlier also change"
+            if count > 1
+            else "1 more patch applied earlier also changes"
+        )
         self.report_in(
-            unit, b.patch_line, 0,
+            unit,
+            b.patch_line,
+            0,
             f"changes {b.lines()} of {path}, which {many} (the first: {other.path} at its line "
             f"{a.patch_line}): the patches depend on their order; merge them or make them change "
             f"separate lines",

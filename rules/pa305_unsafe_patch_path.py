@@ -14,8 +14,26 @@ _DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
 # matter, and the right thing to check for a patch that may be applied anywhere), the
 # names HFS+ and NTFS read as ".git":
 #: HFS+ ignores these code points when it compares names (git's utf8.c next_hfs_char)
-_HFS_IGNORABLE = frozenset([0x200C, 0x200D, 0x200E, 0x200F, 0x202A, 0x202B, 0x202C, 0x202D, 0x202E,
-                            0x206A, 0x206B, 0x206C, 0x206D, 0x206E, 0x206F, 0xFEFF])
+_HFS_IGNORABLE = frozenset(
+    [
+        0x200C,
+        0x200D,
+        0x200E,
+        0x200F,
+        0x202A,
+        0x202B,
+        0x202C,
+        0x202D,
+        0x202E,
+        0x206A,
+        0x206B,
+        0x206C,
+        0x206D,
+        0x206E,
+        0x206F,
+        0xFEFF,
+    ]
+)
 #: NTFS: ".git" or its 8.3 short name "git~1", then trailing dots and spaces (dropped by
 #: Windows), then the end or an alternate data stream (".git::$INDEX_ALLOCATION"); path.c
 #: is_ntfs_dotgit().  ASCII case folding only, as git does.
@@ -24,7 +42,9 @@ _NTFS_DOTGIT = re.compile(r"(?:\.git|git~1)[. ]*(?::.*)?", re.I | re.A | re.S)
 #: adds "gitmod~1".."gitmod~4" and the hashed short names "gi7eba~N"
 _NTFS_DOTGITMODULES = re.compile(
     r"(?:\.gitmodules|gitmod~[1-4]|gi7eba~[1-9]|gi7eb~[1-9]\d|gi7e~[1-9]\d{2}|gi7~[1-9]\d{3}"
-    r"|gi~[1-9]\d{4}|g~[1-9]\d{5}|~[1-9]\d{6})[. ]*(?::.*)?", re.I | re.A | re.S)
+    r"|gi~[1-9]\d{4}|g~[1-9]\d{5}|~[1-9]\d{6})[. ]*(?::.*)?",
+    re.I | re.A | re.S,
+)
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 #: symlinks followed while resolving one path (Linux's MAXSYMLINKS), and components
 #: looked at in all (a hostile patch can make link targets of any length)
@@ -73,8 +93,10 @@ def unsafe_reason(path: str, git_style: bool, symlink: bool = False) -> str | No
     for comp in parts:
         if is_dotgit(comp):
             shown = "" if comp == ".git" else f" (git reads {comp!r} as '.git')"
-            return (f"lies inside '.git'{shown}: git refuses it, and `patch` applies it to the "
-                    f"repository's own hooks and config")
+            return (
+                f"lies inside '.git'{shown}: git refuses it, and `patch` applies it to the "
+                f"repository's own hooks and config"
+            )
     if symlink:
         for comp in parts:
             if is_dotgitmodules(comp):
@@ -117,7 +139,7 @@ def resolve(parts: list[str], trie: dict, follow_last: bool):
     MAX_HOPS links, or MAX_STEPS components).  Each step costs O(1)."""
     pending = deque(parts)
     out: list[str] = []
-    nodes: list[dict | None] = []     # the trie node of each prefix of `out` (None: no link below)
+    nodes: list[dict | None] = []  # the trie node of each prefix of `out` (None: no link below)
     via: list[str] = []
     steps = 0
     while pending:
@@ -173,8 +195,12 @@ def _section_names(patch, sec):
     m = GIT_HEADER_RE.match(first) if first.startswith("diff --git ") else None
     if m:
         names += [("source", unquote_path(m.group("a")), True), ("target", unquote_path(m.group("b")), True)]
-    names += [("rename from", sec.rename_from, False), ("rename to", sec.rename_to, False),
-              ("copy from", sec.copy_from, False), ("copy to", sec.copy_to, False)]
+    names += [
+        ("rename from", sec.rename_from, False),
+        ("rename to", sec.rename_to, False),
+        ("copy from", sec.copy_from, False),
+        ("copy to", sec.copy_to, False),
+    ]
     return [(label, path, prefixed) for label, path, prefixed in names if path and path != "/dev/null"]
 
 
@@ -232,20 +258,28 @@ class UnsafePatchPath(Rule):
     kinds = frozenset({PATCH})
 
     VALID = [
-        Example("""\
+        Example(
+            """\
             --- a/python/sglang/srt/x.py
             +++ b/python/sglang/srt/x.py
             @@ -1 +1 @@
             -a
             +b
-            """, kind="patch"),
-        Example("""\
+            """,
+            kind="patch",
+        ),
+        Example(
+            """\
             --- /dev/null
             +++ b/python/sglang/srt/new.py
             @@ -0,0 +1 @@
             +a = 1
-            """, kind="patch", title="a new file"),
-        Example("""\
+            """,
+            kind="patch",
+            title="a new file",
+        ),
+        Example(
+            """\
             diff --git a/docs/link b/docs/link
             new file mode 120000
             --- /dev/null
@@ -253,8 +287,12 @@ class UnsafePatchPath(Rule):
             @@ -0,0 +1 @@
             +../README.md
             \\ No newline at end of file
-            """, kind="patch", title="a symlink that stays inside the tree"),
-        Example("""\
+            """,
+            kind="patch",
+            title="a symlink that stays inside the tree",
+        ),
+        Example(
+            """\
             --- a/.github/workflows/ci.yml
             +++ b/.github/workflows/ci.yml
             @@ -1 +1 @@
@@ -280,8 +318,12 @@ class UnsafePatchPath(Rule):
             @@ -1 +1 @@
             -aaaa
             +bbbb
-            """, kind="patch", title="dot-files git itself accepts"),
-        Example("""\
+            """,
+            kind="patch",
+            title="dot-files git itself accepts",
+        ),
+        Example(
+            """\
             --- a/vendor/foo.git/x.py
             +++ b/vendor/foo.git/x.py
             @@ -1 +1 @@
@@ -297,8 +339,12 @@ class UnsafePatchPath(Rule):
             @@ -1 +1 @@
             -a
             +b
-            """, kind="patch", title="names that only look like .git"),
-        Example("""\
+            """,
+            kind="patch",
+            title="names that only look like .git",
+        ),
+        Example(
+            """\
             diff --git a/a/up b/a/up
             new file mode 120000
             --- /dev/null
@@ -313,30 +359,49 @@ class UnsafePatchPath(Rule):
             @@ -0,0 +1 @@
             +../up/docs
             \\ No newline at end of file
-            """, kind="patch", title="a chain of symlinks that stays inside the tree"),
+            """,
+            kind="patch",
+            title="a chain of symlinks that stays inside the tree",
+        ),
     ]
     INVALID = [
-        Example("""\
+        Example(
+            """\
             --- a/../../etc/profile
             +++ b/../../etc/profile
             @@ -1 +1 @@
             -a
             +b
-            """, kind="patch", line=1, contains="'..'"),
-        Example("""\
+            """,
+            kind="patch",
+            line=1,
+            contains="'..'",
+        ),
+        Example(
+            """\
             --- /etc/passwd
             +++ /etc/passwd
             @@ -1 +1 @@
             -a
             +b
-            """, kind="patch", line=1, contains="absolute"),
-        Example("""\
+            """,
+            kind="patch",
+            line=1,
+            contains="absolute",
+        ),
+        Example(
+            """\
             diff --git a/old.py b/old.py
             similarity index 100%
             rename from old.py
             rename to ../../outside.py
-            """, kind="patch", line=1, contains="rename"),
-        Example("""\
+            """,
+            kind="patch",
+            line=1,
+            contains="rename",
+        ),
+        Example(
+            """\
             diff --git a/pkg b/pkg
             new file mode 120000
             --- /dev/null
@@ -350,8 +415,13 @@ class UnsafePatchPath(Rule):
             @@ -1 +1 @@
             -root:x:0:0
             +root::0:0
-            """, kind="patch", count=2, title="CVE-2019-13636 shape: a symlink out, then a write through it"),
-        Example("""\
+            """,
+            kind="patch",
+            count=2,
+            title="CVE-2019-13636 shape: a symlink out, then a write through it",
+        ),
+        Example(
+            """\
             diff --git a/.git/hooks/pre-commit b/.git/hooks/pre-commit
             new file mode 100755
             --- /dev/null
@@ -359,119 +429,221 @@ class UnsafePatchPath(Rule):
             @@ -0,0 +1,2 @@
             +#!/bin/sh
             +echo hook
-            """, kind="patch", line=1, contains="'.git'", title="a new git hook"),
-        Example("""\
+            """,
+            kind="patch",
+            line=1,
+            contains="'.git'",
+            title="a new git hook",
+        ),
+        Example(
+            """\
             --- a/.git/config
             +++ b/.git/config
             @@ -1 +1 @@
             -a
             +b
-            """, kind="patch", line=1, contains="'.git'", title="the repository config"),
-        Example("""\
+            """,
+            kind="patch",
+            line=1,
+            contains="'.git'",
+            title="the repository config",
+        ),
+        Example(
+            """\
             --- a/.GIT/config
             +++ b/.GIT/config
             @@ -1 +1 @@
             -a
             +b
-            """, kind="patch", line=1, contains="'.git'", title="upper case"),
-        Example("""\
+            """,
+            kind="patch",
+            line=1,
+            contains="'.git'",
+            title="upper case",
+        ),
+        Example(
+            """\
             --- a/.Git/hooks/post-checkout
             +++ b/.Git/hooks/post-checkout
             @@ -1 +1 @@
             -a
             +b
-            """, kind="patch", line=1, contains="'.git'", title="mixed case"),
-        Example("""\
+            """,
+            kind="patch",
+            line=1,
+            contains="'.git'",
+            title="mixed case",
+        ),
+        Example(
+            """\
             --- a/python/sglang/.git/config
             +++ b/python/sglang/.git/config
             @@ -1 +1 @@
             -a
             +b
-            """, kind="patch", line=1, contains="'.git'", title="a nested repository"),
-        Example("""\
+            """,
+            kind="patch",
+            line=1,
+            contains="'.git'",
+            title="a nested repository",
+        ),
+        Example(
+            """\
             --- a/.g\u200cit/config
             +++ b/.g\u200cit/config
             @@ -1 +1 @@
             -a
             +b
-            """, kind="patch", line=1, contains="'.git'", title="HFS+ ignores a zero-width non-joiner"),
-        Example("""\
+            """,
+            kind="patch",
+            line=1,
+            contains="'.git'",
+            title="HFS+ ignores a zero-width non-joiner",
+        ),
+        Example(
+            """\
             --- a/.g\ufeffIT/hooks/pre-commit
             +++ b/.g\ufeffIT/hooks/pre-commit
             @@ -1 +1 @@
             -a
             +b
-            """, kind="patch", line=1, contains="'.git'", title="HFS+ ignores a BOM"),
-        Example("""\
+            """,
+            kind="patch",
+            line=1,
+            contains="'.git'",
+            title="HFS+ ignores a BOM",
+        ),
+        Example(
+            """\
             --- a/git~1/config
             +++ b/git~1/config
             @@ -1 +1 @@
             -a
             +b
-            """, kind="patch", line=1, contains="'.git'", title="the NTFS short name"),
-        Example("""\
+            """,
+            kind="patch",
+            line=1,
+            contains="'.git'",
+            title="the NTFS short name",
+        ),
+        Example(
+            """\
             --- a/.git /config
             +++ b/.git /config
             @@ -1 +1 @@
             -a
             +b
-            """, kind="patch", line=1, contains="'.git'", title="NTFS drops a trailing space"),
-        Example("""\
+            """,
+            kind="patch",
+            line=1,
+            contains="'.git'",
+            title="NTFS drops a trailing space",
+        ),
+        Example(
+            """\
             --- a/.git../config
             +++ b/.git../config
             @@ -1 +1 @@
             -a
             +b
-            """, kind="patch", line=1, contains="'.git'", title="NTFS drops trailing dots"),
-        Example("""\
+            """,
+            kind="patch",
+            line=1,
+            contains="'.git'",
+            title="NTFS drops trailing dots",
+        ),
+        Example(
+            """\
             --- a/.git::$INDEX_ALLOCATION/config
             +++ b/.git::$INDEX_ALLOCATION/config
             @@ -1 +1 @@
             -a
             +b
-            """, kind="patch", line=1, contains="'.git'", title="an NTFS stream name"),
-        Example("""\
+            """,
+            kind="patch",
+            line=1,
+            contains="'.git'",
+            title="an NTFS stream name",
+        ),
+        Example(
+            """\
             diff --git "a/\\056git/config" "b/\\056git/config"
             --- "a/\\056git/config"
             +++ "b/\\056git/config"
             @@ -1 +1 @@
             -a
             +b
-            """, kind="patch", line=1, contains="'.git'", title="a git-quoted path with an octal escape"),
-        Example("""\
+            """,
+            kind="patch",
+            line=1,
+            contains="'.git'",
+            title="a git-quoted path with an octal escape",
+        ),
+        Example(
+            """\
             diff --git a/tools/hook.sh b/tools/hook.sh
             similarity index 100%
             rename from tools/hook.sh
             rename to .git/hooks/pre-push
-            """, kind="patch", line=1, contains="rename to", title="a rename into .git"),
-        Example("""\
+            """,
+            kind="patch",
+            line=1,
+            contains="rename to",
+            title="a rename into .git",
+        ),
+        Example(
+            """\
             diff --git a/tools/hook.sh b/.git/hooks/pre-push
             similarity index 100%
             copy from tools/hook.sh
             copy to .git/hooks/pre-push
-            """, kind="patch", line=1, contains="'.git'", title="a copy into .git"),
-        Example("""\
+            """,
+            kind="patch",
+            line=1,
+            contains="'.git'",
+            title="a copy into .git",
+        ),
+        Example(
+            """\
             --- a/.git/index
             +++ /dev/null
             @@ -1 +0,0 @@
             -a
-            """, kind="patch", line=1, contains="source", title="a deletion inside .git"),
-        Example("""\
+            """,
+            kind="patch",
+            line=1,
+            contains="source",
+            title="a deletion inside .git",
+        ),
+        Example(
+            """\
             --- a/python/sglang/srt/x.py
             +++ b/.git/config
             @@ -1 +1 @@
             -a
             +b
-            """, kind="patch", line=1, contains="target", title="--- and +++ name different files"),
-        Example("""\
+            """,
+            kind="patch",
+            line=1,
+            contains="target",
+            title="--- and +++ name different files",
+        ),
+        Example(
+            """\
             diff --git a/.git/config b/.git/config
             --- a/python/sglang/srt/x.py
             +++ b/python/sglang/srt/x.py
             @@ -1 +1 @@
             -a
             +b
-            """, kind="patch", line=1, contains="'.git'", title="diff --git names a file the ---/+++ lines do not"),
-        Example("""\
+            """,
+            kind="patch",
+            line=1,
+            contains="'.git'",
+            title="diff --git names a file the ---/+++ lines do not",
+        ),
+        Example(
+            """\
             diff --git a/.gitmodules b/.gitmodules
             new file mode 120000
             --- /dev/null
@@ -479,8 +651,14 @@ class UnsafePatchPath(Rule):
             @@ -0,0 +1 @@
             +docs/modules.txt
             \\ No newline at end of file
-            """, kind="patch", line=1, contains=".gitmodules", title="a symlinked .gitmodules"),
-        Example("""\
+            """,
+            kind="patch",
+            line=1,
+            contains=".gitmodules",
+            title="a symlinked .gitmodules",
+        ),
+        Example(
+            """\
             diff --git a/a/up b/a/up
             new file mode 120000
             --- /dev/null
@@ -501,9 +679,15 @@ class UnsafePatchPath(Rule):
             @@ -1 +1 @@
             -a
             +b
-            """, kind="patch", count=2, line=13, contains="points out of the tree",
-            title="a chain of symlinks, each inside on paper"),
-        Example("""\
+            """,
+            kind="patch",
+            count=2,
+            line=13,
+            contains="points out of the tree",
+            title="a chain of symlinks, each inside on paper",
+        ),
+        Example(
+            """\
             diff --git a/a/b/up b/a/b/up
             new file mode 120000
             --- /dev/null
@@ -523,9 +707,15 @@ class UnsafePatchPath(Rule):
             +++ b/a/b/up2/x.sh
             @@ -0,0 +1 @@
             +echo x
-            """, kind="patch", count=2, line=13, contains="points out of the tree",
-            title="a symlink through a symlink"),
-        Example("""\
+            """,
+            kind="patch",
+            count=2,
+            line=13,
+            contains="points out of the tree",
+            title="a symlink through a symlink",
+        ),
+        Example(
+            """\
             diff --git a/hooks b/hooks
             new file mode 120000
             --- /dev/null
@@ -538,9 +728,15 @@ class UnsafePatchPath(Rule):
             +++ b/hooks/pre-commit
             @@ -0,0 +1 @@
             +echo hook
-            """, kind="patch", count=2, line=6, contains="'.git'",
-            title="a symlink into .git, then a write through it"),
-        Example("""\
+            """,
+            kind="patch",
+            count=2,
+            line=6,
+            contains="'.git'",
+            title="a symlink into .git, then a write through it",
+        ),
+        Example(
+            """\
             diff --git a/x b/x
             new file mode 120000
             --- /dev/null
@@ -560,8 +756,14 @@ class UnsafePatchPath(Rule):
             +++ b/x/z.py
             @@ -0,0 +1 @@
             +a = 1
-            """, kind="patch", line=15, contains="loop", title="a write through a symlink loop"),
-        Example("""\
+            """,
+            kind="patch",
+            line=15,
+            contains="loop",
+            title="a write through a symlink loop",
+        ),
+        Example(
+            """\
             diff --git a/conf b/conf
             new file mode 120000
             --- /dev/null
@@ -575,7 +777,12 @@ class UnsafePatchPath(Rule):
             @@ -1 +1 @@
             -a
             +b
-            """, kind="patch", count=2, line=6, title="a symlink, then the file it names is written as a regular file"),
+            """,
+            kind="patch",
+            count=2,
+            line=6,
+            title="a symlink, then the file it names is written as a regular file",
+        ),
     ]
 
     def check_patch(self, unit) -> None:
@@ -598,10 +805,15 @@ class UnsafePatchPath(Rule):
                 reason = unsafe_reason(path, prefixed, symlink=sec.is_symlink)
                 if reason:
                     flagged.add(bare)
-                    self.report_at(sec.header_line, 0, sec.header_line, 0,
-                                   f"{label} path {path!r} {reason}: applying this patch writes outside the tree"
-                                   if "'..'" in reason or "absolute" in reason else
-                                   f"{label} path {path!r} {reason}")
+                    self.report_at(
+                        sec.header_line,
+                        0,
+                        sec.header_line,
+                        0,
+                        f"{label} path {path!r} {reason}: applying this patch writes outside the tree"
+                        if "'..'" in reason or "absolute" in reason
+                        else f"{label} path {path!r} {reason}",
+                    )
                     continue
                 if not targets:
                     continue
@@ -617,9 +829,14 @@ class UnsafePatchPath(Rule):
                     continue
                 flagged.add(bare)
                 link = via[0]
-                self.report_at(sec.header_line, 0, sec.header_line, 0,
-                               f"path {bare!r} goes through {link!r}, a symlink this patch creates "
-                               f"(line {links[link][1]}): applying it writes {_where(status, out)}")
+                self.report_at(
+                    sec.header_line,
+                    0,
+                    sec.header_line,
+                    0,
+                    f"path {bare!r} goes through {link!r}, a symlink this patch creates "
+                    f"(line {links[link][1]}): applying it writes {_where(status, out)}",
+                )
         for rel, (dest, line) in links.items():
             if _is_absolute(dest):
                 status, out, via = "absolute", None, []
@@ -627,9 +844,19 @@ class UnsafePatchPath(Rule):
                 status, out, via = resolve(_components(rel)[:-1] + _components(dest), targets, follow_last=True)
             chain = f" (through {', '.join(repr(v) for v in via)})" if via else ""
             if status in ("escapes", "absolute"):
-                self.report_at(line, 0, line, 0,
-                               f"the patch creates symlink {rel!r} -> {dest!r}, which points out of the tree{chain}")
+                self.report_at(
+                    line,
+                    0,
+                    line,
+                    0,
+                    f"the patch creates symlink {rel!r} -> {dest!r}, which points out of the tree{chain}",
+                )
             elif status == "ok" and any(is_dotgit(c) for c in out or ()):
-                self.report_at(line, 0, line, 0,
-                               f"the patch creates symlink {rel!r} -> {dest!r}, which points into '.git'{chain}: "
-                               f"writes through it rewrite the repository's hooks or config")
+                self.report_at(
+                    line,
+                    0,
+                    line,
+                    0,
+                    f"the patch creates symlink {rel!r} -> {dest!r}, which points into '.git'{chain}: "
+                    f"writes through it rewrite the repository's hooks or config",
+                )

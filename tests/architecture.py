@@ -240,7 +240,8 @@ def module_lines(path: Path, repo: Path = REPO) -> int:
 
 
 def function_sizes(path: Path, repo: Path = REPO) -> list[tuple[str, int, int]]:
-    """(qualified name, first line, lines) of every function, its docstring not counted;
+    """(qualified name, first line, lines) of every function from its `def` line, its
+    decorators and docstring not counted;
     in a rule file the inner lines of multi-line strings are not counted either."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     skip = _string_lines(tree) if is_rule_file(path, repo) else set()
@@ -258,7 +259,7 @@ def function_sizes(path: Path, repo: Path = REPO) -> list[tuple[str, int, int]]:
                         start = body[0].end_lineno or start
                         if len(body) == 1:
                             start = child.end_lineno or start
-                    first = child.decorator_list[0].lineno if child.decorator_list else child.lineno
+                    first = child.lineno   # from `def`: decorators (click options) are not its body
                     doc_lines = start - child.lineno
                     total = (child.end_lineno or child.lineno) - first + 1 - doc_lines
                     total -= len([n for n in range(first, (child.end_lineno or first) + 1) if n in skip])

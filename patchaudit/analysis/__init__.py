@@ -1,1 +1,2 @@
-"""Code analysis with no findings, no rule codes and no I/O: CST helpers, dataflow, monkey-patch recognition, signatures, upstream changes."""
+"""Code analysis with no findings, no rule codes and no I/O: CST helpers, dataflow,
+monkey-patch recognition, signatures, upstream changes."""

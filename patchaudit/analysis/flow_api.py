@@ -41,7 +41,7 @@ from patchaudit.analysis.flow_values import (
 @dataclass
 class Arg:
     keyword: str | None
-    star: str            # "", "*" or "**"
+    star: str  # "", "*" or "**"
     value: Value
     node: cst.Arg
 
@@ -49,14 +49,14 @@ class Arg:
 @dataclass
 class CallSite:
     node: cst.Call
-    at: Any                     # the call's line (lazy: use `.line`)
-    callee: str | None          # dotted callee: "AutoProcessor.from_pretrained", "self.processor"
-    name: str | None            # last name of the callee: "from_pretrained", "processor"
-    func: Value                 # the callee's own value (e.g. a processor object)
-    receiver: Value | None      # the object a method is called on
-    receiver_path: str | None   # its dotted path, when it has one
+    at: Any  # the call's line (lazy: use `.line`)
+    callee: str | None  # dotted callee: "AutoProcessor.from_pretrained", "self.processor"
+    name: str | None  # last name of the callee: "from_pretrained", "processor"
+    func: Value  # the callee's own value (e.g. a processor object)
+    receiver: Value | None  # the object a method is called on
+    receiver_path: str | None  # its dotted path, when it has one
     args: list[Arg]
-    resolved: bool              # a function of this module (its body was analysed)
+    resolved: bool  # a function of this module (its body was analysed)
     flow: "FlowState"
 
     @property
@@ -89,17 +89,15 @@ class CallSite:
         return self.flow.snippet(self.node, width)
 
 
-
-
 @dataclass
 class StoreSite:
-    node: cst.CSTNode           # the target (`sample.tokens`, `d["k"]`) or the mutating call
+    node: cst.CSTNode  # the target (`sample.tokens`, `d["k"]`) or the mutating call
     at: Any
-    path: str | None            # `sample.tokens`, `batch["input_ids"]`
-    attr: str | None            # last attribute or string key
-    kind: str                   # "attr", "item" or "mutate" (append/extend/+=)
-    value: Value                # what is stored or added (trace ends with the store)
-    local_object: bool          # the container is a dict built in this module
+    path: str | None  # `sample.tokens`, `batch["input_ids"]`
+    attr: str | None  # last attribute or string key
+    kind: str  # "attr", "item" or "mutate" (append/extend/+=)
+    value: Value  # what is stored or added (trace ends with the store)
+    local_object: bool  # the container is a dict built in this module
 
     @property
     def line(self) -> int:
@@ -123,7 +121,7 @@ class FieldEntry:
     value: Value
     node: cst.CSTNode
     at: Any
-    none: bool          # every value stored under this key is the literal None
+    none: bool  # every value stored under this key is the literal None
 
     @property
     def line(self) -> int:
@@ -160,10 +158,29 @@ class FlowSpec:
     kinds: dict[str, str] = {}
 
     #: callees (last name) whose result carries their arguments' ids/text
-    seq_wrappers: frozenset[str] = frozenset({
-        "list", "tuple", "tensor", "as_tensor", "LongTensor", "IntTensor", "Tensor", "array", "asarray",
-        "cat", "concat", "concatenate", "chain", "sorted", "reversed", "enumerate", "zip", "stack", "hstack",
-    })
+    seq_wrappers: frozenset[str] = frozenset(
+        {
+            "list",
+            "tuple",
+            "tensor",
+            "as_tensor",
+            "LongTensor",
+            "IntTensor",
+            "Tensor",
+            "array",
+            "asarray",
+            "cat",
+            "concat",
+            "concatenate",
+            "chain",
+            "sorted",
+            "reversed",
+            "enumerate",
+            "zip",
+            "stack",
+            "hstack",
+        }
+    )
     #: callees whose result carries every argument label (objects too)
     all_wrappers: frozenset[str] = frozenset({"copy", "deepcopy", "dict", "cast"})
     #: callees whose result carries only text
@@ -171,27 +188,67 @@ class FlowSpec:
     #: methods returning their receiver's value, any kind
     all_methods: frozenset[str] = frozenset({"to", "cpu", "cuda", "copy", "clone", "detach", "contiguous"})
     #: methods returning the receiver's ids/text
-    seq_methods: frozenset[str] = frozenset({
-        "tolist", "long", "int", "numpy", "squeeze", "unsqueeze", "flatten", "view", "reshape", "ravel",
-        "astype", "expand", "repeat", "tolist", "flip",
-    })
+    seq_methods: frozenset[str] = frozenset(
+        {
+            "tolist",
+            "long",
+            "int",
+            "numpy",
+            "squeeze",
+            "unsqueeze",
+            "flatten",
+            "view",
+            "reshape",
+            "ravel",
+            "astype",
+            "expand",
+            "repeat",
+            "flip",
+        }
+    )
     #: string methods returning (parts of) the receiver's text
-    str_methods: frozenset[str] = frozenset({
-        "strip", "lstrip", "rstrip", "replace", "lower", "upper", "split", "rsplit", "splitlines", "title",
-        "capitalize", "casefold", "removeprefix", "removesuffix", "partition", "rpartition", "center",
-        "ljust", "rjust", "zfill", "expandtabs", "translate", "format", "join", "format_map",
-    })
+    str_methods: frozenset[str] = frozenset(
+        {
+            "strip",
+            "lstrip",
+            "rstrip",
+            "replace",
+            "lower",
+            "upper",
+            "split",
+            "rsplit",
+            "splitlines",
+            "title",
+            "capitalize",
+            "casefold",
+            "removeprefix",
+            "removesuffix",
+            "partition",
+            "rpartition",
+            "center",
+            "ljust",
+            "rjust",
+            "zfill",
+            "expandtabs",
+            "translate",
+            "format",
+            "join",
+            "format_map",
+        }
+    )
     #: module functions whose result carries their arguments' text (`re.sub(p, r, text)`)
-    str_functions: frozenset[str] = frozenset({"sub", "split", "findall", "dedent", "indent", "normalize",
-                                               "unescape", "escape", "fill", "wrap"})
+    str_functions: frozenset[str] = frozenset(
+        {"sub", "split", "findall", "dedent", "indent", "normalize", "unescape", "escape", "fill", "wrap"}
+    )
     #: methods that add their arguments to the receiver
     mutators: frozenset[str] = frozenset({"append", "extend", "insert", "add", "appendleft", "extendleft"})
 
     def kind(self, label: str) -> str:
         return self.kinds.get(label, IDS)
 
-    def param(self, flow: "FlowState", function: str, name: str, annotation: cst.BaseExpression | None,
-              node: cst.CSTNode) -> Value | None:
+    def param(
+        self, flow: "FlowState", function: str, name: str, annotation: cst.BaseExpression | None, node: cst.CSTNode
+    ) -> Value | None:
         """A parameter's own value (e.g. a processor by name or annotation)."""
         return None
 
@@ -282,8 +339,7 @@ class FlowState:
         (a module with markers only is analysed once, not to a fixed point)."""
         return Value({(label, origin): ()})
 
-    def derive(self, value: Value, from_labels: Iterable[str], to_label: str, node: cst.CSTNode,
-               note: str) -> Value:
+    def derive(self, value: Value, from_labels: Iterable[str], to_label: str, node: cst.CSTNode, note: str) -> Value:
         """Taints of `from_labels` in `value` turned into `to_label` (same origin, one more step)."""
         want = set(from_labels)
         line = self.line(node)
@@ -311,15 +367,14 @@ class FlowState:
     def objects(self) -> Iterator[HeapObject]:
         return iter(sorted(self._heap.values(), key=lambda o: o.id))
 
-    def report(self, node: cst.CSTNode, message: str, steps: tuple[Step, ...], origin: Any,
-               note: str, severity: Any = None) -> None:
+    def report(
+        self, node: cst.CSTNode, message: str, steps: tuple[Step, ...], origin: Any, note: str, severity: Any = None
+    ) -> None:
         line = self.line(node)
         key = (self.line(node), self._position(node).start.column, origin)
         if key in self._hits:
             return
         self._hits[key] = Hit(node, line, message, add_step(tuple(steps), line, note), origin, severity)
-
-
 
     # ----- the heap: dicts built in the module ------------------------------------------
     def _field(self, base: Value, key: str, node: cst.CSTNode) -> Value:
@@ -366,17 +421,32 @@ class FlowState:
             for k, fe in list(self._heap[src].fields.items()):
                 self._set_field(ref, k, fe.value, fe.node, fe.at, fe.none)
 
-
     # ----- the parts of the interpreter (defined by the subclasses `Flow` joins) ---------
     def _block(self, body: Any, env: Env, fr: Frame) -> Env:
         raise NotImplementedError  # flow_statements
 
-    def _assign(self, target: cst.BaseExpression, v: Value, env: Env, fr: Frame, line: "int | At",
-                how: str, value_node: cst.CSTNode | None = None) -> None:
+    def _assign(
+        self,
+        target: cst.BaseExpression,
+        v: Value,
+        env: Env,
+        fr: Frame,
+        line: "int | At",
+        how: str,
+        value_node: cst.CSTNode | None = None,
+    ) -> None:
         raise NotImplementedError  # flow_statements
 
-    def _mutate(self, target: cst.BaseExpression, node: cst.CSTNode, cur: Value, added: Value, env: Env,
-                fr: Frame, line: "int | At") -> None:
+    def _mutate(
+        self,
+        target: cst.BaseExpression,
+        node: cst.CSTNode,
+        cur: Value,
+        added: Value,
+        env: Env,
+        fr: Frame,
+        line: "int | At",
+    ) -> None:
         raise NotImplementedError  # flow_statements
 
     def _remember(self, path: str, v: Value, fr: Frame) -> None:
@@ -400,10 +470,20 @@ class FlowState:
     def _resolve(self, func: cst.BaseExpression, env: Env, fr: Frame) -> tuple[Function, bool] | None:
         raise NotImplementedError  # flow_summaries
 
-    def _invoke(self, fn: Function, bound: bool, args: list[Arg], node: cst.Call, line: "int | At", env: Env,
-                fr: Frame) -> Value:
+    def _invoke(
+        self, fn: Function, bound: bool, args: list[Arg], node: cst.Call, line: "int | At", env: Env, fr: Frame
+    ) -> Value:
         raise NotImplementedError  # flow_summaries
 
-    def _builtin(self, node: cst.Call, name: str | None, receiver: Value | None, receiver_path: str | None,
-                 args: list[Arg], line: "int | At", env: Env, fr: Frame) -> Value:
+    def _builtin(
+        self,
+        node: cst.Call,
+        name: str | None,
+        receiver: Value | None,
+        receiver_path: str | None,
+        args: list[Arg],
+        line: "int | At",
+        env: Env,
+        fr: Frame,
+    ) -> Value:
         raise NotImplementedError  # flow_builtins

@@ -33,8 +33,17 @@ from patchaudit.inputs.cst import string_literal
 class Builtins(FlowState):
     """`Flow._builtin` and its parts (one per family of library calls)."""
 
-    def _builtin(self, node: cst.Call, name: str | None, receiver: Value | None, receiver_path: str | None,
-                 args: list[Arg], line: "int | At", env: Env, fr: Frame) -> Value:
+    def _builtin(
+        self,
+        node: cst.Call,
+        name: str | None,
+        receiver: Value | None,
+        receiver_path: str | None,
+        args: list[Arg],
+        line: "int | At",
+        env: Env,
+        fr: Frame,
+    ) -> Value:
         spec = self.spec
         func = node.func
         is_method = isinstance(func, cst.Attribute)
@@ -67,8 +76,7 @@ class Builtins(FlowState):
             return self._record(node, name, args)
         return EMPTY
 
-    def _dict_method(self, node: cst.Call, name: str, receiver: Value, args: list[Arg],
-                     line: "int | At") -> Value:
+    def _dict_method(self, node: cst.Call, name: str, receiver: Value, args: list[Arg], line: "int | At") -> Value:
         """`d.update(...)`, `d.setdefault(k, v)` on dicts built in the module."""
         for ref in receiver.refs:
             if name == "update":
@@ -77,8 +85,14 @@ class Builtins(FlowState):
                         self._copy_fields(ref, a.value, node)
                     else:
                         at = self._at(a.node)
-                        self._set_field(ref, a.keyword, a.value.with_step(at, f"put under `{a.keyword}`"),
-                                        a.node, at, is_none(a.node.value))
+                        self._set_field(
+                            ref,
+                            a.keyword,
+                            a.value.with_step(at, f"put under `{a.keyword}`"),
+                            a.node,
+                            at,
+                            is_none(a.node.value),
+                        )
             else:
                 pos = [a for a in args if a.keyword is None]
                 key = string_literal(pos[0].node.value) if pos else None
@@ -104,8 +118,7 @@ class Builtins(FlowState):
                 return self._field(receiver, key, node)
             return receiver.flat() if receiver.t else EMPTY
         if name in ("values", "items") and receiver.refs:
-            return join_all(fe.value for ref in sorted(receiver.refs)
-                            for fe in self._heap[ref].fields.values()).flat()
+            return join_all(fe.value for ref in sorted(receiver.refs) for fe in self._heap[ref].fields.values()).flat()
         if name in spec.str_methods:
             out = receiver.keep(STR_KINDS, self.kind)
             if name in ("format", "join", "format_map"):
@@ -124,8 +137,14 @@ class Builtins(FlowState):
             for a in args:
                 if a.keyword is not None:
                     at = self._at(a.node)
-                    self._set_field(ref, a.keyword, a.value.with_step(at, f"put under `{a.keyword}`"),
-                                    a.node, at, is_none(a.node.value))
+                    self._set_field(
+                        ref,
+                        a.keyword,
+                        a.value.with_step(at, f"put under `{a.keyword}`"),
+                        a.node,
+                        at,
+                        is_none(a.node.value),
+                    )
                 else:
                     self._copy_fields(ref, a.value, a.node)
             out = join(out, Value({}, None, frozenset({ref})))

@@ -103,8 +103,9 @@ class Expressions(FlowState):
             lit = literal_value(node.slice[0].slice.value)
             if isinstance(lit, int) and not isinstance(lit, bool):
                 idx = lit
-            elif isinstance(node.slice[0].slice.value, cst.UnaryOperation) and \
-                    isinstance(node.slice[0].slice.value.operator, cst.Minus):
+            elif isinstance(node.slice[0].slice.value, cst.UnaryOperation) and isinstance(
+                node.slice[0].slice.value.operator, cst.Minus
+            ):
                 inner = literal_value(node.slice[0].slice.value.expression)
                 if isinstance(inner, int):
                     idx = -inner
@@ -128,8 +129,11 @@ class Expressions(FlowState):
         if isinstance(op, (cst.Add, cst.Multiply)):
             return join(l.keep(SEQ_KINDS, self.kind), r.keep(SEQ_KINDS, self.kind))
         if isinstance(op, cst.Modulo):
-            if string_literal(node.left) is not None or isinstance(node.left, cst.FormattedString) or \
-                    any(self.kind(x) == TEXT for x in l.labels()):
+            if (
+                string_literal(node.left) is not None
+                or isinstance(node.left, cst.FormattedString)
+                or any(self.kind(x) == TEXT for x in l.labels())
+            ):
                 return join(l.keep(STR_KINDS, self.kind), r.keep(STR_KINDS, self.kind))
         return EMPTY
 
@@ -266,16 +270,25 @@ class Expressions(FlowState):
         else:
             func_value = self._eval(func, env, fr)
             name = func.value if isinstance(func, cst.Name) else None
-        args = [Arg(a.keyword.value if a.keyword else None, a.star, self._eval(a.value, env, fr), a)
-                for a in node.args]
+        args = [Arg(a.keyword.value if a.keyword else None, a.star, self._eval(a.value, env, fr), a) for a in node.args]
         line = self._at(node)
         resolved = self._resolve(func, env, fr)
         if resolved is not None:
             result = self._invoke(resolved[0], resolved[1], args, node, line, env, fr)
         else:
             result = self._builtin(node, name, receiver, receiver_path, args, line, env, fr)
-        site = CallSite(node, line, dotted(func, ANY_CALL), name, func_value, receiver, receiver_path, args,
-                        resolved is not None, self)
+        site = CallSite(
+            node,
+            line,
+            dotted(func, ANY_CALL),
+            name,
+            func_value,
+            receiver,
+            receiver_path,
+            args,
+            resolved is not None,
+            self,
+        )
         extra = self.spec.call(self, site)
         if extra:
             result = join(result, extra)

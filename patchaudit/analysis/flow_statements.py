@@ -81,6 +81,7 @@ class Statements(FlowState):
                 out = self._block(stmt.orelse.body, out, fr)
             replace_env(env, out)
         elif isinstance(stmt, cst.While):
+
             def once_w(e: Env) -> Env:
                 e = dict(e)
                 self._eval(stmt.test, e, fr)
@@ -199,8 +200,16 @@ class Statements(FlowState):
             added = EMPTY
         self._mutate(s.target, s.target, join(cur, EMPTY), added, env, fr, line)
 
-    def _mutate(self, target: cst.BaseExpression, node: cst.CSTNode, cur: Value, added: Value, env: Env,
-                fr: Frame, line: "int | At") -> None:
+    def _mutate(
+        self,
+        target: cst.BaseExpression,
+        node: cst.CSTNode,
+        cur: Value,
+        added: Value,
+        env: Env,
+        fr: Frame,
+        line: "int | At",
+    ) -> None:
         """`target` grows by `added` (append/extend/insert/+=): a weak update and a store event."""
         path = path_of(target)
         if path is None:
@@ -210,8 +219,7 @@ class Statements(FlowState):
         set_path(env, path, new)
         self._remember(path, added, fr)
         if added:
-            self.spec.store(self, StoreSite(node, line, path, path_last(path), "mutate", added,
-                                            bool(cur.refs)))
+            self.spec.store(self, StoreSite(node, line, path, path_last(path), "mutate", added, bool(cur.refs)))
 
     def _remember(self, path: str, v: Value, fr: Frame) -> None:
         """Record a store for other methods (self.x) and for callers (stores into parameters)."""
@@ -227,11 +235,19 @@ class Statements(FlowState):
                 self._changed = True
         if root in fr.params:
             eff = fr.effects.setdefault(root, {})
-            rest = path[len(root):]
+            rest = path[len(root) :]
             eff[rest] = join(eff.get(rest, EMPTY), v)
 
-    def _assign(self, target: cst.BaseExpression, v: Value, env: Env, fr: Frame, line: "int | At",
-                how: str, value_node: cst.CSTNode | None = None) -> None:
+    def _assign(
+        self,
+        target: cst.BaseExpression,
+        v: Value,
+        env: Env,
+        fr: Frame,
+        line: "int | At",
+        how: str,
+        value_node: cst.CSTNode | None = None,
+    ) -> None:
         if isinstance(target, cst.Name):
             name = target.value
             set_path(env, name, v.with_step(line, f"{how} `{name}`"))
@@ -243,20 +259,24 @@ class Statements(FlowState):
                 parts = list(v.elems)
             elif v.elems is not None and star is not None and len(v.elems) >= len(elts) - 1:
                 after = len(elts) - star - 1
-                middle = v.elems[star:len(v.elems) - after]
-                parts = list(v.elems[:star]) + [Value({}, tuple(middle)).flat() if middle else EMPTY] + \
-                    list(v.elems[len(v.elems) - after:])
+                middle = v.elems[star : len(v.elems) - after]
+                parts = (
+                    list(v.elems[:star])
+                    + [Value({}, tuple(middle)).flat() if middle else EMPTY]
+                    + list(v.elems[len(v.elems) - after :])
+                )
             else:
                 parts = [v.flat()] * len(elts)
-            for i, (t, part) in enumerate(zip(elts, parts)):
+            for t, part in zip(elts, parts):
                 self._assign(t, part, env, fr, line, "unpacked into" if how == "assigned to" else how)
         elif isinstance(target, cst.StarredElement):
             self._assign(target.value, v, env, fr, line, how)
         elif isinstance(target, (cst.Attribute, cst.Subscript)):
             self._store(target, v, env, fr, line, is_none(value_node))
 
-    def _store(self, target: cst.Attribute | cst.Subscript, v: Value, env: Env, fr: Frame, line: "int | At",
-               none: bool = False) -> None:
+    def _store(
+        self, target: cst.Attribute | cst.Subscript, v: Value, env: Env, fr: Frame, line: "int | At", none: bool = False
+    ) -> None:
         base = self._eval(target.value, env, fr)
         path = path_of(target)
         key = None

@@ -26,8 +26,8 @@ class Function:
     qualname: str
     name: str
     node: cst.FunctionDef
-    cls: str | None                      # enclosing class (methods)
-    kind: str                            # function | method | static | class
+    cls: str | None  # enclosing class (methods)
+    kind: str  # function | method | static | class
     parent: "Function | None"
     positional: list[str] = field(default_factory=list)
     kwonly: list[str] = field(default_factory=list)
@@ -52,8 +52,7 @@ class Summary:
     effects: dict[str, dict[str, Value]]
 
     def key(self) -> tuple:
-        return (self.ret.key(), frozenset((p, r, v.key()) for p, e in self.effects.items()
-                                          for r, v in e.items() if v))
+        return (self.ret.key(), frozenset((p, r, v.key()) for p, e in self.effects.items() for r, v in e.items() if v))
 
 
 EMPTY_SUMMARY = Summary(EMPTY, {})
@@ -189,7 +188,7 @@ def set_path(env: Env, path: str, v: Value) -> None:
 
 def path_last(path: str) -> str:
     if path.endswith('"]'):
-        return path[path.rfind('["') + 2:-2]
+        return path[path.rfind('["') + 2 : -2]
     return path.rsplit(".", 1)[-1]
 
 
@@ -202,4 +201,3 @@ def target_paths(target: cst.BaseExpression) -> list[str]:
 
 def is_none(node: cst.CSTNode | None) -> bool:
     return isinstance(node, cst.Name) and node.value == "None"
-

@@ -35,8 +35,7 @@ class Summaries(FlowState):
     `Flow._invoke`, ...)."""
 
     # ----- structure ------------------------------------------------------------
-    def _collect(self, stmts: Iterable[cst.CSTNode], parent: Function | None, cls: str | None,
-                 prefix: str) -> None:
+    def _collect(self, stmts: Iterable[cst.CSTNode], parent: Function | None, cls: str | None, prefix: str) -> None:
         for stmt in stmts:
             if isinstance(stmt, cst.FunctionDef):
                 fn = self._function(stmt, parent, cls, prefix)
@@ -57,8 +56,7 @@ class Summaries(FlowState):
                 for sub in sub_blocks(stmt):
                     self._collect(sub, parent, cls, prefix)
 
-    def _function(self, node: cst.FunctionDef, parent: Function | None, cls: str | None,
-                  prefix: str) -> Function:
+    def _function(self, node: cst.FunctionDef, parent: Function | None, cls: str | None, prefix: str) -> Function:
         decos = {dotted(d.decorator, ANY_CALL) for d in node.decorators}
         kind = "function"
         if cls is not None:
@@ -73,8 +71,12 @@ class Summaries(FlowState):
             fn.star = ps.star_arg.name.value
         if isinstance(ps.star_kwarg, cst.Param):
             fn.starstar = ps.star_kwarg.name.value
-        for p in list(ps.posonly_params) + list(ps.params) + list(ps.kwonly_params) + \
-                [x for x in (ps.star_arg, ps.star_kwarg) if isinstance(x, cst.Param)]:
+        for p in (
+            list(ps.posonly_params)
+            + list(ps.params)
+            + list(ps.kwonly_params)
+            + [x for x in (ps.star_arg, ps.star_kwarg) if isinstance(x, cst.Param)]
+        ):
             fn.annotations[p.name.value] = p.annotation.annotation if p.annotation else None
             fn.param_nodes[p.name.value] = p
         return fn
@@ -141,8 +143,7 @@ class Summaries(FlowState):
             self._param_cache[key] = v or EMPTY
         return self._param_cache[key]
 
-    def _summary(self, fn: Function, key: tuple, args: dict[str, Value], subs: dict[str, Value],
-                 depth: int) -> Summary:
+    def _summary(self, fn: Function, key: tuple, args: dict[str, Value], subs: dict[str, Value], depth: int) -> Summary:
         memo = self._pass_memo.get(key)
         if memo is not None:
             return memo
@@ -170,7 +171,6 @@ class Summaries(FlowState):
         self._summaries[key] = summ
         self._pass_memo[key] = summ
         return summ
-
 
     def _bind(self, fn: Function, bound: bool, args: list[Arg]) -> dict[str, tuple[Value, cst.Arg | None]]:
         positional = list(fn.positional)
@@ -206,8 +206,9 @@ class Summaries(FlowState):
                 binding[fn.starstar] = (join(prev, a.value.flat()), None)
         return binding
 
-    def _invoke(self, fn: Function, bound: bool, args: list[Arg], node: cst.Call, line: "int | At", env: Env,
-                fr: Frame) -> Value:
+    def _invoke(
+        self, fn: Function, bound: bool, args: list[Arg], node: cst.Call, line: "int | At", env: Env, fr: Frame
+    ) -> Value:
         binding = self._bind(fn, bound, args)
         values: dict[str, Value] = {}
         subs: dict[str, Value] = {}
@@ -221,13 +222,16 @@ class Summaries(FlowState):
             paths[p] = apath
             for k, sv in env.items():
                 if sv and len(k) > len(apath) and k.startswith(apath) and k[len(apath)] in ".[":
-                    subs[p + k[len(apath):]] = sv.with_step(line, f"passed in `{apath}` to `{fn.name}()`")
+                    subs[p + k[len(apath) :]] = sv.with_step(line, f"passed in `{apath}` to `{fn.name}()`")
             if apath.startswith("self.") and fr.cls is not None:
                 for k, sv in self.class_fields.get(fr.cls, {}).items():
                     if sv and len(k) > len(apath) and k.startswith(apath) and k[len(apath)] in ".[":
-                        subs.setdefault(p + k[len(apath):], sv)
-        key = (fn.qualname, tuple(sorted((k, v.key()) for k, v in values.items())),
-               tuple(sorted((k, v.key()) for k, v in subs.items())))
+                        subs.setdefault(p + k[len(apath) :], sv)
+        key = (
+            fn.qualname,
+            tuple(sorted((k, v.key()) for k, v in values.items())),
+            tuple(sorted((k, v.key()) for k, v in subs.items())),
+        )
         summ = self._summary(fn, key, values, subs, fr.depth + 1)
         for p, eff in summ.effects.items():
             apath = paths.get(p)

@@ -44,8 +44,7 @@ def matches(name: str | None, patterns: Iterable[str]) -> bool:
     if rx is None:
         if len(_ALTERNATIONS) > 256:
             _ALTERNATIONS.clear()
-        rx = _ALTERNATIONS[key] = re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in key)) \
-            if key else None
+        rx = _ALTERNATIONS[key] = re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in key)) if key else None
     return rx is not None and rx.match(name) is not None
 
 
@@ -64,7 +63,6 @@ def path_matches(path: str | None, patterns: Iterable[str]) -> bool:
     return False
 
 
-
 # --------------------------------------------------------------------------
 # abstract values
 
@@ -75,8 +73,12 @@ class Value:
 
     __slots__ = ("t", "elems", "refs")
 
-    def __init__(self, t: dict[tuple[str, Any], tuple[Step, ...]] | None = None,
-                 elems: tuple["Value", ...] | None = None, refs: frozenset[int] = frozenset()):
+    def __init__(
+        self,
+        t: dict[tuple[str, Any], tuple[Step, ...]] | None = None,
+        elems: tuple["Value", ...] | None = None,
+        refs: frozenset[int] = frozenset(),
+    ):
         self.t = t if t is not None else {}
         self.elems = elems
         self.refs = refs
@@ -107,8 +109,7 @@ class Value:
 
     def key(self) -> tuple:
         """Identity for fixed points and memo keys: labels and origins, not traces."""
-        return (frozenset(self.t), tuple(e.key() for e in self.elems) if self.elems is not None else None,
-                self.refs)
+        return (frozenset(self.t), tuple(e.key() for e in self.elems) if self.elems is not None else None, self.refs)
 
     def labels(self) -> set[str]:
         return {l for l, _ in self.flat().t}
@@ -238,4 +239,3 @@ class At:
 
 def line_of(at: "int | At") -> int:
     return at if isinstance(at, int) else at.line
-

@@ -43,9 +43,9 @@ class Call:
     __slots__ = ("name", "receiver", "dotted")
 
     def __init__(self, name: str | None, receiver: str | None, dotted: str | None):
-        self.name = name          # last name of the callee (dataflow's CallSite.name)
+        self.name = name  # last name of the callee (dataflow's CallSite.name)
         self.receiver = receiver  # dataflow.receiver_name: `self.tok.decode()` -> "tok"
-        self.dotted = dotted      # CallSite.callee: "AutoProcessor.from_pretrained", "f().g"
+        self.dotted = dotted  # CallSite.callee: "AutoProcessor.from_pretrained", "f().g"
 
 
 class Facts:
@@ -53,8 +53,8 @@ class Facts:
 
     def __init__(self, text: str, tree: ast.AST):
         self.text = text
-        self.names: set[str] = set()       # identifiers: names, attributes, parameters, keywords, defs
-        self.strings: set[str] = set()     # string constants, and the pieces a dotted path makes of them
+        self.names: set[str] = set()  # identifiers: names, attributes, parameters, keywords, defs
+        self.strings: set[str] = set()  # string constants, and the pieces a dotted path makes of them
         self.calls: list[Call] = []
         self._annotations: list[ast.expr] = []
         self._annotation_text: list[str] | None = None
@@ -108,8 +108,14 @@ class Facts:
                 for variant in (code, code[:197] + "..." if len(code) > 200 else None):
                     if variant is None:
                         continue
-                    for part in variant.strip("\"'").replace("|", " ").replace("[", " ").replace(
-                            "]", " ").replace(",", " ").split():
+                    for part in (
+                        variant.strip("\"'")
+                        .replace("|", " ")
+                        .replace("[", " ")
+                        .replace("]", " ")
+                        .replace(",", " ")
+                        .split()
+                    ):
                         out.append(part)
                         out.append(part.strip("\"'()"))
             self._annotation_text = out
@@ -142,10 +148,11 @@ def _segment(lines: list[bytes], node: ast.expr) -> str | None:
     try:
         first, last = node.lineno - 1, node.end_lineno - 1  # type: ignore[operator]
         if first == last:
-            raw = lines[first][node.col_offset:node.end_col_offset]
+            raw = lines[first][node.col_offset : node.end_col_offset]
         else:
-            raw = b"".join([lines[first][node.col_offset:], *lines[first + 1:last],
-                            lines[last][:node.end_col_offset]])
+            raw = b"".join(
+                [lines[first][node.col_offset :], *lines[first + 1 : last], lines[last][: node.end_col_offset]]
+            )
         return raw.decode("utf-8")
     except (TypeError, IndexError, UnicodeDecodeError):
         return None

@@ -110,9 +110,9 @@ class _StatementPositions:
         self.module = module
         self.provider = provider
         self.usable = module.default_newline == "\n"
-        self.done: list[dict] = []        # positions of the pruned modules computed so far
-        self.lines = 0                    # ... and the lines of their statements
-        self.lookups = 0                  # lookups answered by statement
+        self.done: list[dict] = []  # positions of the pruned modules computed so far
+        self.lines = 0  # ... and the lines of their statements
+        self.lookups = 0  # lookups answered by statement
         self._codes: dict[int, list[str]] = {}
 
     def lookup(self, node: Any) -> Any:
@@ -156,10 +156,15 @@ class _StatementPositions:
             if key not in code:
                 continue
             stmt = stmts[i]
-            if depth < 6 and isinstance(stmt, (cst.ClassDef, cst.FunctionDef)) \
-                    and isinstance(stmt.body, cst.IndentedBlock) and stmt.body.body:
-                inner_wrap = (lambda st, w: lambda inner: w(
-                    [st.with_changes(body=st.body.with_changes(body=inner))]))(stmt, wrap)
+            if (
+                depth < 6
+                and isinstance(stmt, (cst.ClassDef, cst.FunctionDef))
+                and isinstance(stmt.body, cst.IndentedBlock)
+                and stmt.body.body
+            ):
+                inner_wrap = (lambda st, w: lambda inner: w([st.with_changes(body=st.body.with_changes(body=inner))]))(
+                    stmt, wrap
+                )
                 found = self._search(node, key, stmt.body.body, before, inner_wrap, depth + 1)
                 if found is not _MISSING:
                     return found
@@ -167,7 +172,7 @@ class _StatementPositions:
                     return _MISSING
             self.lines += code.count("\n")
             if self._spent() and self.done:
-                return _MISSING   # a long statement after others: the whole module costs less
+                return _MISSING  # a long statement after others: the whole module costs less
             positions = self._positions(wrap([stmt]), before, stmt)
             if node in positions:
                 return positions[node]
@@ -180,9 +185,15 @@ class _StatementPositions:
         from libcst.metadata import CodePosition, CodeRange, MetadataWrapper
 
         m = self.module
-        sub = cst.Module(body=body, header=(), footer=(), encoding=m.encoding,
-                         default_indent=m.default_indent, default_newline=m.default_newline,
-                         has_trailing_newline=True)
+        sub = cst.Module(
+            body=body,
+            header=(),
+            footer=(),
+            encoding=m.encoding,
+            default_indent=m.default_indent,
+            default_newline=m.default_newline,
+            has_trailing_newline=True,
+        )
         raw = MetadataWrapper(sub, unsafe_skip_copy=True).resolve(self.provider)
         out = {}
         span = raw[leaf]
@@ -191,8 +202,9 @@ class _StatementPositions:
             # only the leaf statement's own nodes: the enclosing class/def headers kept
             # in the pruned module stand before it, with other lines pruned before them
             if lo <= (r.start.line, r.start.column) and (r.end.line, r.end.column) <= hi:
-                out[n] = CodeRange(CodePosition(r.start.line + shift, r.start.column),
-                                   CodePosition(r.end.line + shift, r.end.column))
+                out[n] = CodeRange(
+                    CodePosition(r.start.line + shift, r.start.column), CodePosition(r.end.line + shift, r.end.column)
+                )
         self.done.append(out)
         return out
 

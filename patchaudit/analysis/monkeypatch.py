@@ -40,8 +40,8 @@ from typing import Any, Iterable
 from patchaudit.analysis.monkeypatch_filter import engine_packages, may_have_sites
 from patchaudit.analysis.monkeypatch_gates import Gate
 from patchaudit.analysis.monkeypatch_records import POSITIONAL, MonkeyPatch
-from patchaudit.engine.lookups import Lookup, definition_text, lookup
 from patchaudit.engine.definitions import Param
+from patchaudit.engine.lookups import Lookup, definition_text, lookup
 from patchaudit.engine.versions import DEFAULT_PACKAGES, engine_title, engine_versions, tag_matches, top_packages
 
 # --------------------------------------------------------------------------
@@ -66,16 +66,16 @@ def collect(path: str, text: str, packages: Iterable[str] = DEFAULT_PACKAGES) ->
     from patchaudit.inputs.pyast import over_limit
     from patchaudit.units.nesting import too_deep
 
-    if over_limit(text) is not None:   # over max-parse-size: libcst would take gigabytes
+    if over_limit(text) is not None:  # over max-parse-size: libcst would take gigabytes
         return []
-    if too_deep(text, 200) is not None:   # libcst's native parser would crash the process (SIGSEGV)
+    if too_deep(text, 200) is not None:  # libcst's native parser would crash the process (SIGSEGV)
         return []
     try:
         module = cst.parse_module(text)
     except (cst.ParserSyntaxError, RecursionError):
         return []
     col = collector_class()(path, packages)
-    try:   # positions computed only when a site is found (patchaudit/analysis/lazy_metadata.py)
+    try:  # positions computed only when a site is found (patchaudit/analysis/lazy_metadata.py)
         from patchaudit.analysis.lazy_metadata import metadata_wrapper
 
         wrapper = metadata_wrapper(module)
@@ -104,14 +104,14 @@ def collect_with(rule, module, packages: Iterable[str]) -> list[MonkeyPatch]:
 
 
 #: the kinds of problem the checks find (the rules decide what to report)
-TARGET_MISSING = "target-missing"            # the target does not exist in the engine
-SIGNATURE_MISMATCH = "signature-mismatch"    # the replacement cannot accept the original's calls
-CHANGED_UPSTREAM = "changed-upstream"        # the target's definition changed between two engines
+TARGET_MISSING = "target-missing"  # the target does not exist in the engine
+SIGNATURE_MISMATCH = "signature-mismatch"  # the replacement cannot accept the original's calls
+CHANGED_UPSTREAM = "changed-upstream"  # the target's definition changed between two engines
 
 
 @dataclass
 class Issue:
-    kind: str                 # TARGET_MISSING | SIGNATURE_MISMATCH | CHANGED_UPSTREAM
+    kind: str  # TARGET_MISSING | SIGNATURE_MISMATCH | CHANGED_UPSTREAM
     message: str
     patch: MonkeyPatch
     lookup: Lookup | None = None
@@ -195,8 +195,14 @@ def check_site(mp: MonkeyPatch, ctx, title: str | None = None) -> list[Issue]:
         }.get(mp.form, "patch() raises AttributeError when it starts")
         if got.reason.startswith("module "):
             effect = "importing it fails"
-        return [Issue(TARGET_MISSING, f"monkey-patch target `{target}` does not exist in {title}: {got.reason}{hint}; "
-                               f"{effect}", mp, got)]
+        return [
+            Issue(
+                TARGET_MISSING,
+                f"monkey-patch target `{target}` does not exist in {title}: {got.reason}{hint}; {effect}",
+                mp,
+                got,
+            )
+        ]
     return check_signature(mp, ctx, target, got)
 
 
@@ -218,8 +224,13 @@ def check_signature(mp: MonkeyPatch, ctx, target: str, got: Lookup) -> list[Issu
         return []
     orig = got.func
     where = f"`{orig.qualname}` ({got.where})"
-    rname = f"`{rep.name}`" + (f" ({rep.note[len('defined at '):]})" if rep.note.startswith("defined at ")
-                               else f" (line {rep.line})" if rep.line else "")
+    rname = f"`{rep.name}`" + (
+        f" ({rep.note[len('defined at ') :]})"
+        if rep.note.startswith("defined at ")
+        else f" (line {rep.line})"
+        if rep.line
+        else ""
+    )
     problems: list[str] = []
     on_class = got.owner_is_class
     o_view = list(orig.params)
@@ -232,19 +243,24 @@ def check_signature(mp: MonkeyPatch, ctx, target: str, got: Lookup) -> list[Issu
         elif not any(p.kind == "vararg" for p in r_view):
             problems.append("the replacement takes no parameter for the instance the engine binds it to")
     if on_class and orig.is_static and binding == "function":
-        problems.append("the original is a @staticmethod: a plain function set on the class is bound and "
-                        "receives the instance as its first argument; wrap it in staticmethod()")
+        problems.append(
+            "the original is a @staticmethod: a plain function set on the class is bound and "
+            "receives the instance as its first argument; wrap it in staticmethod()"
+        )
     elif on_class and orig.is_classmethod and binding == "function":
-        problems.append("the original is a @classmethod: a plain function set on the class is not bound to "
-                        "the class; wrap it in classmethod()")
+        problems.append(
+            "the original is a @classmethod: a plain function set on the class is not bound to "
+            "the class; wrap it in classmethod()"
+        )
     if not problems:
         problems = compare_params(o_view, r_view)
     if is_async is not None and orig.is_async != is_async:
         if orig.is_async:
             problems.append("the original is async (callers `await` it) but the replacement is a plain function")
         else:
-            problems.append("the original is a plain function but the replacement is async (callers get a "
-                            "coroutine, never awaited)")
+            problems.append(
+                "the original is a plain function but the replacement is async (callers get a coroutine, never awaited)"
+            )
     if not problems:
         return []
     msg = f"replacement {rname} for {where} cannot accept the calls the original accepts: {problems[0]}"
@@ -269,16 +285,22 @@ def compare_params(orig: list[Param], repl: list[Param]) -> list[str]:
             out.append(f"parameter `{p.name}` of the original is missing from the replacement")
         elif not name_ok:
             if i < len(r_pos):
-                out.append(f"parameter `{p.name}` of the original is missing from the replacement (position "
-                           f"{i + 1} is `{r_pos[i].name}`: a call passing `{p.name}=` fails)")
+                out.append(
+                    f"parameter `{p.name}` of the original is missing from the replacement (position "
+                    f"{i + 1} is `{r_pos[i].name}`: a call passing `{p.name}=` fails)"
+                )
             else:
                 out.append(f"parameter `{p.name}` of the original is missing from the replacement")
         elif not pos_ok:
-            out.append(f"parameter `{p.name}` (position {i + 1}) of the original cannot be passed positionally "
-                       f"to the replacement")
+            out.append(
+                f"parameter `{p.name}` (position {i + 1}) of the original cannot be passed positionally "
+                f"to the replacement"
+            )
         elif i < len(r_pos) and p.kind == "positional" and r_pos[i].name != p.name and p.name in r_names:
-            out.append(f"parameter `{p.name}` is at position {i + 1} in the original, where the replacement "
-                       f"has `{r_pos[i].name}`: positional calls bind the wrong parameter")
+            out.append(
+                f"parameter `{p.name}` is at position {i + 1} in the original, where the replacement "
+                f"has `{r_pos[i].name}`: positional calls bind the wrong parameter"
+            )
     for p in orig:
         if p.kind == "keyword_only" and p.name not in r_names and not r_kw:
             out.append(f"keyword parameter `{p.name}` of the original is missing from the replacement")
@@ -294,7 +316,7 @@ def compare_params(orig: list[Param], repl: list[Param]) -> list[str]:
         if op is None:
             # a required positional slot the original also always fills is not an addition
             if p.kind in POSITIONAL and i < len(o_pos) and not o_pos[i].has_default:
-                continue   # every call fills this slot; a name mismatch is reported above
+                continue  # every call fills this slot; a name mismatch is reported above
             out.append(f"the replacement requires parameter `{p.name}`, which the original does not have")
         elif op.has_default:
             out.append(f"the replacement makes `{p.name}` required (it has a default in the original)")
@@ -336,13 +358,21 @@ def changed_upstream(mp: MonkeyPatch, old_ctx, new_ctx) -> Issue | None:
     a, b = definition_text(old_ctx, old), definition_text(new_ctx, new)
     if a is None or b is None or a == b:
         return None
-    diff = [l for l in difflib.unified_diff(a.splitlines(), b.splitlines(), lineterm="", n=0)
-            if l[:1] in "+-" and not l.startswith(("---", "+++"))]
+    diff = [
+        l
+        for l in difflib.unified_diff(a.splitlines(), b.splitlines(), lineterm="", n=0)
+        if l[:1] in "+-" and not l.startswith(("---", "+++"))
+    ]
     added = sum(1 for l in diff if l.startswith("+"))
     removed = len(diff) - added
     old_title, new_title = engine_title(old_ctx, mp.top), engine_title(new_ctx, mp.top)
     moved = "" if (old.path, old.line) == (new.path, new.line) else f", now at {new.where}"
     verb = {"wrapped": "wraps", "added": "adds", "mocked": "mocks"}.get(mp.how, "replaces")
-    return Issue(CHANGED_UPSTREAM, f"`{t_new}` changed upstream between {old_title} and {new_title} "
-                          f"(+{added}/-{removed} lines{moved}); this monkey-patch {verb} it: re-check the "
-                          f"replacement against the new definition", mp, new)
+    return Issue(
+        CHANGED_UPSTREAM,
+        f"`{t_new}` changed upstream between {old_title} and {new_title} "
+        f"(+{added}/-{removed} lines{moved}); this monkey-patch {verb} it: re-check the "
+        f"replacement against the new definition",
+        mp,
+        new,
+    )

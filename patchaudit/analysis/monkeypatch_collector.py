@@ -44,7 +44,7 @@ class Collector(EngineNames):
         self.funcs: list[str] = []
         self.sites: list[dict] = []
         self.patches: list[MonkeyPatch] = []
-        self.probed: set[str] = set()          # attribute names the file tests for
+        self.probed: set[str] = set()  # attribute names the file tests for
 
     # ----- context stacks --------------------------------------------------
     def visit_FunctionDef(self, node) -> None:
@@ -90,14 +90,24 @@ class Collector(EngineNames):
         self.bind_for(node.target, node)
 
     # ----- sites -----------------------------------------------------------
-    def _site(self, form: str, anchor, targets: Iterable[str], value, stmt, *, create: bool = False,
-              row=None) -> None:
+    def _site(self, form: str, anchor, targets: Iterable[str], value, stmt, *, create: bool = False, row=None) -> None:
         targets = tuple(sorted(set(targets)))
         if not targets:
             return
-        self.sites.append(dict(form=form, anchor=anchor, targets=targets, value=value, stmt=stmt,
-                               gates=tuple(self.gates), handlers=[set(h) for h in self.handlers],
-                               function=".".join(self.funcs) or None, create=create, row=row))
+        self.sites.append(
+            dict(
+                form=form,
+                anchor=anchor,
+                targets=targets,
+                value=value,
+                stmt=stmt,
+                gates=tuple(self.gates),
+                handlers=[set(h) for h in self.handlers],
+                function=".".join(self.funcs) or None,
+                create=create,
+                row=row,
+            )
+        )
 
     def visit_Assign(self, node) -> None:
         for t in node.targets:
@@ -115,8 +125,11 @@ class Collector(EngineNames):
             refs = self.refs(target)
             if refs:
                 self._site("assign", target, refs, value, stmt)
-        elif isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, (cst.Tuple, cst.List)) \
-                and len(target.elements) == len(value.elements):
+        elif (
+            isinstance(target, (cst.Tuple, cst.List))
+            and isinstance(value, (cst.Tuple, cst.List))
+            and len(target.elements) == len(value.elements)
+        ):
             for t, v in zip(target.elements, value.elements):
                 self._assign_site(t.value, v.value, stmt)
 
@@ -127,7 +140,7 @@ class Collector(EngineNames):
         if callee & {"builtins.hasattr", "builtins.getattr"} and len(node.args) >= 2:
             probed = string_literal(node.args[1].value)
             if probed and ("builtins.hasattr" in callee or len(node.args) == 3):
-                self.probed.add(probed)      # hasattr(X, "f"), getattr(X, "f", default)
+                self.probed.add(probed)  # hasattr(X, "f"), getattr(X, "f", default)
         if "builtins.setattr" in callee:
             self._setattr(node)
         elif callee & (_MOCK_PATCH | _MOCK_OBJECT | _MOCK_MULTIPLE):
@@ -192,8 +205,9 @@ class Collector(EngineNames):
             owners: frozenset[str] | set[str] = self.refs(obj)
             names = self.strings(attr)
             if owners and names:
-                self._site("mock.patch.object", node, [f"{o}.{n}" for o in owners for n in names], new, node,
-                           create=create)
+                self._site(
+                    "mock.patch.object", node, [f"{o}.{n}" for o in owners for n in names], new, node, create=create
+                )
         else:
             target = pos[0].value if pos else kw.get("target")
             if target is None:
@@ -206,13 +220,18 @@ class Collector(EngineNames):
                 return
             for a in node.args:
                 if a.keyword is not None and a.keyword.value not in _PATCH_KWARGS:
-                    self._site("mock.patch.multiple", a.keyword, [f"{o}.{a.keyword.value}" for o in owners],
-                               a.value, node, create=create)
-
+                    self._site(
+                        "mock.patch.multiple",
+                        a.keyword,
+                        [f"{o}.{a.keyword.value}" for o in owners],
+                        a.value,
+                        node,
+                        create=create,
+                    )
 
     # ----- turning sites into patches --------------------------------------
     def leave_Module(self, original_node) -> None:
-        self.finish()   # metadata is only there during the traversal
+        self.finish()  # metadata is only there during the traversal
 
     def finish(self) -> list[MonkeyPatch]:
         out: list[MonkeyPatch] = []
@@ -227,9 +246,13 @@ class Collector(EngineNames):
         targets = s["targets"]
         value = s["value"]
         tset = set(targets)
-        if value is not None and isinstance(value, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) \
-                and self.refs(value) & tset and not isinstance(value, cst.Call):
-            return None   # `X.f = orig` restores the original: not a patch of its own
+        if (
+            value is not None
+            and isinstance(value, (cst.Name, cst.Attribute, cst.Call, cst.Subscript))
+            and self.refs(value) & tset
+            and not isinstance(value, cst.Call)
+        ):
+            return None  # `X.f = orig` restores the original: not a patch of its own
         try:
             pos = self.get_metadata(PositionProvider, s["anchor"])
         except Exception:
@@ -241,15 +264,29 @@ class Collector(EngineNames):
             how = "wrapped"
         if s["create"] or self._is_shim(s, tset):
             how = "added"
-        elif isinstance(value, (cst.Name, cst.Integer, cst.Float, cst.SimpleString)) and (
-                not isinstance(value, cst.Name) or value.value in ("True", "False", "None")) \
-                and targets[0].rsplit(".", 1)[-1] in self.probed:
-            how = "added"     # a marker the fork sets and tests for (`X._patched = True`)
+        elif (
+            isinstance(value, (cst.Name, cst.Integer, cst.Float, cst.SimpleString))
+            and (not isinstance(value, cst.Name) or value.value in ("True", "False", "None"))
+            and targets[0].rsplit(".", 1)[-1] in self.probed
+        ):
+            how = "added"  # a marker the fork sets and tests for (`X._patched = True`)
         rep = self.replacement(value) if value is not None else None
         code = code_of(s["stmt"]).strip().splitlines()
-        return MonkeyPatch(self.path, pos.start.line, pos.start.column, pos.end.line, pos.end.column,
-                           tuple(targets), s["form"], how, rep, s["function"], s["gates"], self.tag,
-                           code[0] if code else "")
+        return MonkeyPatch(
+            self.path,
+            pos.start.line,
+            pos.start.column,
+            pos.end.line,
+            pos.end.column,
+            tuple(targets),
+            s["form"],
+            how,
+            rep,
+            s["function"],
+            s["gates"],
+            self.tag,
+            code[0] if code else "",
+        )
 
     def _is_shim(self, s: dict, tset: set[str]) -> bool:
         """A backport: set only when the engine lacks it (`except ImportError:`,
@@ -342,12 +379,20 @@ class Collector(EngineNames):
             return inner
         kind = type(assigns[0]).__name__
         if kind == "ImportAssignment":
-            refs = {q.name for q in self.get_metadata(QualifiedNameProvider, value, set())
-                    if q.source == QualifiedNameSource.IMPORT}
+            refs = {
+                q.name
+                for q in self.get_metadata(QualifiedNameProvider, value, set())
+                if q.source == QualifiedNameSource.IMPORT
+            }
             if len(refs) == 1:
                 rep.fork_ref = next(iter(refs))
-        rep.note = ("imported from another module" if kind == "ImportAssignment" else
-                    "a builtin" if kind == "BuiltinAssignment" else "not a function of this file")
+        rep.note = (
+            "imported from another module"
+            if kind == "ImportAssignment"
+            else "a builtin"
+            if kind == "BuiltinAssignment"
+            else "not a function of this file"
+        )
         return rep
 
     def _attribute_replacement(self, value, rep: Replacement) -> Replacement:
@@ -366,10 +411,13 @@ class Collector(EngineNames):
                         if got.binding == "static":
                             got.binding = "function"
                         return got
-        refs = {q.name for q in self.get_metadata(QualifiedNameProvider, value, set())
-                if q.source == QualifiedNameSource.IMPORT}
+        refs = {
+            q.name
+            for q in self.get_metadata(QualifiedNameProvider, value, set())
+            if q.source == QualifiedNameSource.IMPORT
+        }
         if len(refs) == 1:
-            rep.fork_ref = next(iter(refs))     # ForkClass.method imported from the fork
+            rep.fork_ref = next(iter(refs))  # ForkClass.method imported from the fork
         return rep
 
     def _call_replacement(self, value, rep: Replacement, name: str, depth: int) -> Replacement:

@@ -37,7 +37,8 @@ def _filter_re(packages: tuple[str, ...]) -> re.Pattern:
         # tolerated) or a string literal naming it (importlib, mock.patch, sys.modules)
         pat = re.compile(
             rf"(?m)(?:^[ \t]*(?:from(?:[ \t]|\\\n)+(?:{alt})\b|import(?:[ \t]|\\\n)(?:[^\n#]|\\\n)*\b(?:{alt})\b)"
-            rf"|[\"'](?:{alt})(?:[.\"']))")
+            rf"|[\"'](?:{alt})(?:[.\"']))"
+        )
         _FILTERS[packages] = pat
     return pat
 
@@ -71,7 +72,7 @@ def may_have_sites(text: str, packages: Iterable[str]) -> bool:
             __import__("warnings").simplefilter("ignore")
             tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return True   # let libcst decide (and report) on text ast cannot read
+        return True  # let libcst decide (and report) on text ast cannot read
     prefixes = tuple(p + "." for p in packages)
     names, binds, sites = _scan(tree, packages)
 
@@ -146,8 +147,11 @@ def _mentions(expr, names: set[str], packages: tuple[str, ...], prefixes: tuple[
     for n in ast.walk(expr):
         if isinstance(n, ast.Name) and n.id in names:
             return True
-        if isinstance(n, ast.Constant) and isinstance(n.value, str) and (
-                n.value in packages or n.value.startswith(prefixes)):
+        if (
+            isinstance(n, ast.Constant)
+            and isinstance(n.value, str)
+            and (n.value in packages or n.value.startswith(prefixes))
+        ):
             return True
     return False
 
@@ -157,7 +161,7 @@ def _aliasable(expr) -> bool:
     literal tables, import_module/getattr calls, sys.modules[...]."""
     if isinstance(expr, (ast.Name, ast.Attribute, ast.Constant, ast.List, ast.Tuple, ast.Set)):
         return True
-    if isinstance(expr, ast.Subscript):   # sys.modules["..."]
+    if isinstance(expr, ast.Subscript):  # sys.modules["..."]
         return isinstance(expr.value, ast.Attribute) and expr.value.attr == "modules"
     if isinstance(expr, ast.Call):
         f = expr.func

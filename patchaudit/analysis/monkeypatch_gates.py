@@ -67,8 +67,7 @@ class Cond:
                     if a2 is None or b2 is None:
                         return None
                     a, b = a2, b2
-                return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b,
-                        "==": a == b, "!=": a != b}[cmp_op]
+                return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "==": a == b, "!=": a != b}[cmp_op]
             except (TypeError, KeyError):
                 return None
         return None
@@ -96,8 +95,8 @@ UNKNOWN = Cond("unknown")
 @dataclass(frozen=True)
 class Gate:
     cond: Cond
-    polarity: bool       # True: the patch runs when cond is true
-    text: str            # the condition as written (for reports)
+    polarity: bool  # True: the patch runs when cond is true
+    text: str  # the condition as written (for reports)
 
     def evaluate(self, versions: dict[str, str], has: Callable[[str], bool | None] | None = None) -> bool | None:
         v = self.cond.evaluate(versions, has)

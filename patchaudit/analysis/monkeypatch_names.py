@@ -31,7 +31,7 @@ class EngineNames(cst.CSTVisitor):
     def __init__(self, packages: Iterable[str]):
         super().__init__()
         self.packages = tuple(packages)
-        self.bound: dict[Any, tuple] = {}      # Name target node -> ("value", node) | ("for", For, index)
+        self.bound: dict[Any, tuple] = {}  # Name target node -> ("value", node) | ("for", For, index)
         self._ref_cache: dict[int, frozenset[str]] = {}
 
     # ----- metadata helpers ----------------------------------------------
@@ -70,7 +70,7 @@ class EngineNames(cst.CSTVisitor):
         key = id(node)
         if key in self._ref_cache:
             return self._ref_cache[key]
-        self._ref_cache[key] = frozenset()      # cycle guard
+        self._ref_cache[key] = frozenset()  # cycle guard
         out = frozenset(self._refs(node, depth))
         self._ref_cache[key] = out
         return out
@@ -178,8 +178,11 @@ class EngineNames(cst.CSTVisitor):
     def bind(self, target, value) -> None:
         if isinstance(target, cst.Name):
             self.bound[target] = ("value", value)
-        elif isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, (cst.Tuple, cst.List)) \
-                and len(target.elements) == len(value.elements):
+        elif (
+            isinstance(target, (cst.Tuple, cst.List))
+            and isinstance(value, (cst.Tuple, cst.List))
+            and len(target.elements) == len(value.elements)
+        ):
             for t, v in zip(target.elements, value.elements):
                 self.bind(t.value, v.value)
 
@@ -189,7 +192,6 @@ class EngineNames(cst.CSTVisitor):
         elif isinstance(target, (cst.Tuple, cst.List)):
             for k, t in enumerate(target.elements):
                 self.bind_for(t.value, for_node, index + (k,))
-
 
     # ----- conditions ------------------------------------------------------
     def compile_cond(self, node, depth: int = 0) -> Cond:
@@ -202,14 +204,23 @@ class EngineNames(cst.CSTVisitor):
             return Cond(op, (self.compile_cond(node.left, depth + 1), self.compile_cond(node.right, depth + 1)))
         if isinstance(node, cst.Comparison) and len(node.comparisons) == 1:
             comp = node.comparisons[0]
-            ops = {cst.LessThan: "<", cst.LessThanEqual: "<=", cst.GreaterThan: ">",
-                   cst.GreaterThanEqual: ">=", cst.Equal: "==", cst.NotEqual: "!=", cst.In: "in",
-                   cst.NotIn: "not in"}
+            ops = {
+                cst.LessThan: "<",
+                cst.LessThanEqual: "<=",
+                cst.GreaterThan: ">",
+                cst.GreaterThanEqual: ">=",
+                cst.Equal: "==",
+                cst.NotEqual: "!=",
+                cst.In: "in",
+                cst.NotIn: "not in",
+            }
             cmp_op = ops.get(type(comp.operator))
             if cmp_op is None:
                 return UNKNOWN
-            return Cond("cmp", (cmp_op, self.compile_value(node.left, depth + 1),
-                                self.compile_value(comp.comparator, depth + 1)))
+            return Cond(
+                "cmp",
+                (cmp_op, self.compile_value(node.left, depth + 1), self.compile_value(comp.comparator, depth + 1)),
+            )
         if isinstance(node, cst.Call) and "builtins.hasattr" in self.callee(node) and len(node.args) == 2:
             attr = string_literal(node.args[1].value)
             owners = self.refs(node.args[0].value)
@@ -256,7 +267,7 @@ class EngineNames(cst.CSTVisitor):
         if isinstance(node, cst.Name):
             for q in self.qnames(node):
                 if q.endswith(".__version__") and self.is_engine(q):
-                    return Cond("ver", (q.split(".", 1)[0],))     # from sglang import __version__
+                    return Cond("ver", (q.split(".", 1)[0],))  # from sglang import __version__
         if isinstance(node, cst.Call) and len(node.args) == 1 and not node.args[0].keyword:
             callee = self.callee(node)
             if callee & {"importlib.metadata.version", "importlib_metadata.version"}:
@@ -265,8 +276,12 @@ class EngineNames(cst.CSTVisitor):
                     pkg = dist.replace("-", "_").split(".", 1)[0]
                     return Cond("ver", (pkg,)) if pkg in self.packages else UNKNOWN
             last = {c.rsplit(".", 1)[-1] for c in callee} | (
-                {node.func.attr.value} if isinstance(node.func, cst.Attribute) else
-                {node.func.value} if isinstance(node.func, cst.Name) else set())
+                {node.func.attr.value}
+                if isinstance(node.func, cst.Attribute)
+                else {node.func.value}
+                if isinstance(node.func, cst.Name)
+                else set()
+            )
             if last & {"parse", "Version", "parse_version", "LooseVersion", "StrictVersion"}:
                 return Cond("parse", (self.compile_value(node.args[0].value, depth + 1),))
         if isinstance(node, cst.Name):

@@ -13,8 +13,15 @@ from patchaudit.engine.definitions import Param
 #: parameter kinds a positional argument can fill
 POSITIONAL = ("positional_only", "positional")
 #: decorators that keep a function's signature as written
-TRANSPARENT_DECORATORS = {"functools.wraps", "wraps", "functools.lru_cache", "functools.cache",
-                          "typing.override", "typing_extensions.override", "override"}
+TRANSPARENT_DECORATORS = {
+    "functools.wraps",
+    "wraps",
+    "functools.lru_cache",
+    "functools.cache",
+    "typing.override",
+    "typing_extensions.override",
+    "override",
+}
 
 
 # --------------------------------------------------------------------------
@@ -25,15 +32,15 @@ TRANSPARENT_DECORATORS = {"functools.wraps", "wraps", "functools.lru_cache", "fu
 class Replacement:
     """What a monkey-patch installs, as far as one file tells."""
 
-    name: str | None = None          # as written (`new_forward`, `functools.partial(f, x=1)`)
-    line: int | None = None          # where it is defined in the fork file
-    params: list[Param] | None = None   # its own parameters (None: unknown)
+    name: str | None = None  # as written (`new_forward`, `functools.partial(f, x=1)`)
+    line: int | None = None  # where it is defined in the fork file
+    params: list[Param] | None = None  # its own parameters (None: unknown)
     is_async: bool | None = None
     #: "function" (a plain function: bound when set on a class), "static",
     #: "class", "unbound" (partial, callable object: never bound), "unknown"
     binding: str = "unknown"
-    engine_ref: str | None = None     # the replacement is itself an engine symbol
-    fork_ref: str | None = None       # imported from another module of the fork (dotted)
+    engine_ref: str | None = None  # the replacement is itself an engine symbol
+    fork_ref: str | None = None  # imported from another module of the fork (dotted)
     note: str = ""
 
 
@@ -41,17 +48,17 @@ class Replacement:
 class MonkeyPatch:
     path: str
     line: int
-    column: int                      # 0-based
+    column: int  # 0-based
     end_line: int
     end_column: int
-    targets: tuple[str, ...]         # candidate dotted targets (usually one)
-    form: str                        # assign | setattr | mock.patch | mock.patch.object | mock.patch.multiple
-    how: str                         # replaced | wrapped | added | mocked
+    targets: tuple[str, ...]  # candidate dotted targets (usually one)
+    form: str  # assign | setattr | mock.patch | mock.patch.object | mock.patch.multiple
+    how: str  # replaced | wrapped | added | mocked
     replacement: Replacement | None = None
-    function: str | None = None      # the fork function that applies the patch
+    function: str | None = None  # the fork function that applies the patch
     gates: tuple[Gate, ...] = ()
     version_tag: tuple[str | None, str] | None = None
-    code: str = ""                   # the statement, first line
+    code: str = ""  # the statement, first line
 
     @property
     def target(self) -> str:
@@ -64,10 +71,17 @@ class MonkeyPatch:
     def to_json(self) -> dict[str, Any]:
         r = self.replacement
         return {
-            "path": self.path, "line": self.line, "column": self.column + 1,
-            "target": self.target, "alternatives": list(self.targets[1:]), "form": self.form, "how": self.how,
-            "replacement": None if r is None else {"name": r.name, "line": r.line, "async": r.is_async,
-                                                   "binding": r.binding},
-            "function": self.function, "gates": [g.describe() for g in self.gates],
+            "path": self.path,
+            "line": self.line,
+            "column": self.column + 1,
+            "target": self.target,
+            "alternatives": list(self.targets[1:]),
+            "form": self.form,
+            "how": self.how,
+            "replacement": None
+            if r is None
+            else {"name": r.name, "line": r.line, "async": r.is_async, "binding": r.binding},
+            "function": self.function,
+            "gates": [g.describe() for g in self.gates],
             "version_tag": None if self.version_tag is None else self.version_tag[1],
         }

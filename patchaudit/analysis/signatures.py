@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from patchaudit.engine.symbols import CallShape
 from patchaudit.engine.definitions import FuncInfo, Param
+from patchaudit.engine.symbols import CallShape
 
 
 @dataclass
@@ -23,11 +23,11 @@ class CallTarget:
     """A call in patched code, resolved: the definition it binds to in NEW with the patches
     applied, and the same definition as upstream has it in NEW and in OLD."""
 
-    func: FuncInfo                  # the patched definition
-    how: Any                        # how the callee is reached (Callee.how)
-    params: list[Param]             # the parameters the call binds to
-    up_new: FuncInfo | None         # upstream's own definition in NEW
-    up_old: FuncInfo | None         # ... in OLD
+    func: FuncInfo  # the patched definition
+    how: Any  # how the callee is reached (Callee.how)
+    params: list[Param]  # the parameters the call binds to
+    up_new: FuncInfo | None  # upstream's own definition in NEW
+    up_old: FuncInfo | None  # ... in OLD
     new_up_params: list[Param] | None
     old_params: list[Param] | None
 
@@ -91,8 +91,9 @@ def renamed_keywords(unknown: list[str], params: list[Param], old_names: list[st
     return renamed
 
 
-def shifted_positional(old_params: list[Param], new_params: list[Param],
-                       positional: int) -> tuple[int, str, str] | None:
+def shifted_positional(
+    old_params: list[Param], new_params: list[Param], positional: int
+) -> tuple[int, str, str] | None:
     """(index, OLD's name, NEW's name) of the first of a call's `positional` arguments that
     binds to another parameter in NEW than in OLD."""
     o_pos, n_pos = positional_names(old_params), positional_names(new_params)
@@ -107,9 +108,9 @@ def left_out_defaults(params: list[Param], new_up_params: list[Param], shape: Ca
     that the patched definition still has)."""
     for p in new_up_params:
         if p.kind in ("vararg", "varkw") or not p.has_default:
-            continue   # required ones are "missing" (bind_problems)
+            continue  # required ones are "missing" (bind_problems)
         if p.name not in param_names(params):
-            continue   # the patch itself removed it from the definition
+            continue  # the patch itself removed it from the definition
         if shape.passes(params, p.name) is not False:
             continue
         yield p

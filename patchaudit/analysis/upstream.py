@@ -27,18 +27,22 @@ class Relocation:
     """Where the definitions of a file that NEW no longer has went."""
 
     old_path: str
-    new_path: str | None          # None: not found (the file's code was removed)
-    matched: int = 0              # definitions of the old file found in new_path
+    new_path: str | None  # None: not found (the file's code was removed)
+    matched: int = 0  # definitions of the old file found in new_path
     total: int = 0
-    classes: dict[str, str] = field(default_factory=dict)   # old class -> renamed class in new_path
+    classes: dict[str, str] = field(default_factory=dict)  # old class -> renamed class in new_path
     others: list[tuple[str, int]] = field(default_factory=list)  # more files holding some of them
 
     def describe(self, new_label: str) -> str:
         if self.new_path is None:
-            return (f"{self.old_path} does not exist in {new_label} and its definitions were not found "
-                    f"elsewhere (removed upstream)")
-        out = (f"{self.old_path} does not exist in {new_label}: its definitions moved to {self.new_path} "
-               f"({self.matched} of {self.total} functions and methods defined there")
+            return (
+                f"{self.old_path} does not exist in {new_label} and its definitions were not found "
+                f"elsewhere (removed upstream)"
+            )
+        out = (
+            f"{self.old_path} does not exist in {new_label}: its definitions moved to {self.new_path} "
+            f"({self.matched} of {self.total} functions and methods defined there"
+        )
         if self.others:
             out += "; " + ", ".join(f"{n} in {p}" for p, n in self.others)
         out += ")"
@@ -47,16 +51,21 @@ class Relocation:
         return out
 
     def to_json(self) -> dict[str, Any]:
-        return {"old_path": self.old_path, "new_path": self.new_path, "matched": self.matched,
-                "total": self.total, "classes": dict(self.classes),
-                "others": [{"path": p, "matched": n} for p, n in self.others]}
+        return {
+            "old_path": self.old_path,
+            "new_path": self.new_path,
+            "matched": self.matched,
+            "total": self.total,
+            "classes": dict(self.classes),
+            "others": [{"path": p, "matched": n} for p, n in self.others],
+        }
 
 
 @dataclass
 class MissingFile:
     """A patched file that NEW no longer has (reported at its file header)."""
 
-    line: int                     # the patch line of the file section's header
+    line: int  # the patch line of the file section's header
     old_path: str
     relocation: Relocation | None
 
@@ -65,9 +74,9 @@ class MissingFile:
 class SymbolChange:
     """One engine function a hunk changes in OLD, and what became of it in NEW."""
 
-    qualname: str                 # in OLD
-    new_qualname: str | None      # in NEW; None: it no longer exists there
-    renamed: bool = False         # name it as `new_qualname` in `new_path`
+    qualname: str  # in OLD
+    new_qualname: str | None  # in NEW; None: it no longer exists there
+    renamed: bool = False  # name it as `new_qualname` in `new_path`
     added: int = 0
     removed: int = 0
 
@@ -76,9 +85,9 @@ class SymbolChange:
 class HunkChange:
     """What changed upstream under one hunk."""
 
-    line: int                     # the hunk's @@ line
-    number: int                   # 1-based within its file section
-    status: str                   # how it applies to NEW (clean, offset, fuzz, failed, ...)
+    line: int  # the hunk's @@ line
+    number: int  # 1-based within its file section
+    status: str  # how it applies to NEW (clean, offset, fuzz, failed, ...)
     offset: int
     fuzz: int
     new_path: str | None
@@ -183,13 +192,13 @@ def _dunder(name: str) -> bool:
     return name.startswith("__") and name.endswith("__")
 
 
-def relocate(old_path: str, mod: ModuleIndex, index: dict[str, set[str]],
-             new_module: Callable[[str], ModuleIndex | None]) -> Relocation:
+def relocate(
+    old_path: str, mod: ModuleIndex, index: dict[str, set[str]], new_module: Callable[[str], ModuleIndex | None]
+) -> Relocation:
     """Where OLD's module `mod` (at `old_path`) went in NEW: the file defining most of its
     functions and methods again (`index`: NEW's `definitions_by_name`), with its renamed
     classes (matched by their methods, in `new_module(path)`)."""
-    defs = [(None, f) for f in mod.functions] + [
-        (c.qualname, m) for c in mod.classes.values() for m in c.methods]
+    defs = [(None, f) for f in mod.functions] + [(c.qualname, m) for c in mod.classes.values() for m in c.methods]
     names = {n for _, n in defs if not _dunder(n)}
     counts: dict[str, int] = {}
     for n in names:
@@ -201,7 +210,7 @@ def relocate(old_path: str, mod: ModuleIndex, index: dict[str, set[str]],
         best, matched = ranked[0]
         reloc.new_path, reloc.matched = best, matched
         rest = {m for m in names if best not in index.get(m, ())}
-        if rest:   # a split module: where the definitions the best file lacks went
+        if rest:  # a split module: where the definitions the best file lacks went
             more: dict[str, int] = {}
             for m in rest:
                 for p in index.get(m, ()):
@@ -213,8 +222,7 @@ def relocate(old_path: str, mod: ModuleIndex, index: dict[str, set[str]],
                 ms = {m for m in cls.methods if not _dunder(m)}
                 if cq in new_mod.classes or not ms:
                     continue
-                cands = sorted(((len(ms & set(c.methods)), q) for q, c in new_mod.classes.items()),
-                               reverse=True)
+                cands = sorted(((len(ms & set(c.methods)), q) for q, c in new_mod.classes.items()), reverse=True)
                 if cands and cands[0][0] >= math.ceil(len(ms) / 2):
                     reloc.classes[cq] = cands[0][1]
     return reloc
@@ -252,16 +260,30 @@ def _new_name(q: str, by_q: dict[str, tuple[int, int]], reloc: Relocation | None
     return nq
 
 
-def hunk_change(h, oh, nh, o_ranges: list[tuple[str, int, int]], new_ranges: list[tuple[str, int, int]],
-                old_text: str, new_path: str | None, new_text: str | None,
-                reloc: Relocation | None) -> HunkChange | None:
+def hunk_change(
+    h,
+    oh,
+    nh,
+    o_ranges: list[tuple[str, int, int]],
+    new_ranges: list[tuple[str, int, int]],
+    old_text: str,
+    new_path: str | None,
+    new_text: str | None,
+    reloc: Relocation | None,
+) -> HunkChange | None:
     """What changed upstream under hunk `h` (`oh`, `nh`: its records on OLD and NEW, or
     None), given the function ranges of OLD's and NEW's file; None when nothing did."""
     start = (oh.source_line if oh is not None and oh.source_line else None) or max(h.source_start, 1)
     syms = _touched_functions(h, start, o_ranges)
     status_new = nh.status if nh is not None else "missing-file"
-    out = HunkChange(h.header_line, h.index + 1, status_new, nh.offset if nh is not None else 0,
-                     nh.fuzz if nh is not None else 0, new_path)
+    out = HunkChange(
+        h.header_line,
+        h.index + 1,
+        status_new,
+        nh.offset if nh is not None else 0,
+        nh.fuzz if nh is not None else 0,
+        new_path,
+    )
     by_q = {q: (s, e) for q, s, e in new_ranges}
     old_lines = source_lines(old_text)
     new_lines = source_lines(new_text) if new_text is not None else []
@@ -272,8 +294,8 @@ def hunk_change(h, oh, nh, o_ranges: list[tuple[str, int, int]], new_ranges: lis
             out.symbols.append(SymbolChange(q, None))
             continue
         ns, ne = by_q[nq]
-        a = normalise(old_lines[s - 1:e])
-        b = normalise(new_lines[ns - 1:ne])
+        a = normalise(old_lines[s - 1 : e])
+        b = normalise(new_lines[ns - 1 : ne])
         if a == b:
             continue
         renamed = nq != q or bool(reloc and reloc.new_path)
@@ -281,8 +303,13 @@ def hunk_change(h, oh, nh, o_ranges: list[tuple[str, int, int]], new_ranges: lis
         out.symbols.append(SymbolChange(q, nq, renamed, added_n, removed_n))
         out.ranges.append((ns, ne))
     rank = {"clean": 0, "offset": 0, "fuzz": 1, "failed": 2, "already-applied": 2}
-    worse = oh is not None and nh is not None and (
-        rank.get(nh.status, 0) > rank.get(oh.status, 0) or (nh.status == oh.status == "fuzz" and nh.fuzz > oh.fuzz))
+    worse = (
+        oh is not None
+        and nh is not None
+        and (
+            rank.get(nh.status, 0) > rank.get(oh.status, 0) or (nh.status == oh.status == "fuzz" and nh.fuzz > oh.fuzz)
+        )
+    )
     if not out.symbols and worse and new_path:
         # module or class level code, or context reaching outside the function: the
         # hunk's own lines changed (it applied better to OLD than it does to NEW)
@@ -304,7 +331,7 @@ def sections_changed(old_sections: Iterable, new_sections: Iterable) -> Iterable
         sec = rec.section
         orec = old_secs.get(sec.header_line)
         if (sec.is_new and sec.source_path is None) or orec is None or orec.original_text is None:
-            continue   # the patch creates the file, or OLD lacks it: nothing upstream to compare
+            continue  # the patch creates the file, or OLD lacks it: nothing upstream to compare
         if not sec.is_python:
             continue
         yield rec, orec

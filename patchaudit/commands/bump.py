@@ -47,13 +47,23 @@ def _settings(paths, config, select, ignore, extend_select, tokenizer) -> Settin
 
 @click.command("bump")
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
-@click.option("--engine", "engine", required=True, metavar="NAME[:pN][=REPO]",
-              help="The engine the patches are for (e.g. sglang). NAME:pN fixes the strip level; "
-                   "NAME=REPO (or [tool.patchaudit.engines]) names a git repository whose revisions "
-                   "--from/--to may then give bare.")
-@click.option("--from", "old", required=True, metavar="OLD",
-              help="The engine version the patches were made for: a directory, PATH@REV, a wheel or an sdist "
-                   "(or a revision of the engine's repository).")
+@click.option(
+    "--engine",
+    "engine",
+    required=True,
+    metavar="NAME[:pN][=REPO]",
+    help="The engine the patches are for (e.g. sglang). NAME:pN fixes the strip level; "
+    "NAME=REPO (or [tool.patchaudit.engines]) names a git repository whose revisions "
+    "--from/--to may then give bare.",
+)
+@click.option(
+    "--from",
+    "old",
+    required=True,
+    metavar="OLD",
+    help="The engine version the patches were made for: a directory, PATH@REV, a wheel or an sdist "
+    "(or a revision of the engine's repository).",
+)
 @click.option("--to", "new", required=True, metavar="NEW", help="The engine version to move to (same kinds).")
 @click.option("--select", multiple=True, metavar="CODES", help="Rule codes or prefixes to run (comma-separated).")
 @click.option("--ignore", multiple=True, metavar="CODES", help="Rule codes or prefixes to skip.")
@@ -63,8 +73,7 @@ def _settings(paths, config, select, ignore, extend_select, tokenizer) -> Settin
 @click.option("--config", type=click.Path(exists=True, dir_okay=False), help="A pyproject.toml to read.")
 @click.option("--tokenizer", type=click.Path(), help="tokenizer.json or a model folder (PA105).")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when errors are found.")
-def bump(paths, engine, old, new, select, ignore, extend_select, fmt, output, config, tokenizer,
-         exit_zero) -> None:
+def bump(paths, engine, old, new, select, ignore, extend_select, fmt, output, config, tokenizer, exit_zero) -> None:
     """The engine-bump report for the patches (and monkey-patching .py files) PATHS:
     how every hunk applies to OLD and NEW, the patched code that changed upstream
     (PA203), the calls that no longer fit NEW's signatures (PA204), and every rule
@@ -82,8 +91,9 @@ def bump(paths, engine, old, new, select, ignore, extend_select, fmt, output, co
             repo = next((e.source for e in settings.engines if e.name == name), None)
             if strip is None:
                 strip = next((e.strip for e in settings.engines if e.name == name), None)
-        report = run_bump(list(paths), name, resolve_revision(old, repo), resolve_revision(new, repo), settings,
-                          strip=strip)
+        report = run_bump(
+            list(paths), name, resolve_revision(old, repo), resolve_revision(new, repo), settings, strip=strip
+        )
     except (ConfigError, BumpError) as exc:
         click.echo(safe(f"patchaudit: error: {exc}"), err=True)
         sys.exit(2)

@@ -9,9 +9,9 @@ import click
 
 from patchaudit.commands.options import parse_engine_option
 from patchaudit.config.settings import ConfigError, Settings, apply_cache_options, find_pyproject, load_pyproject
+from patchaudit.model.escape import safe
 from patchaudit.reporters import available_formats, render
 from patchaudit.reporters.progress import FileProgress
-from patchaudit.model.escape import safe
 
 
 def _split_codes(values: tuple[str, ...]) -> list[str]:
@@ -21,8 +21,9 @@ def _split_codes(values: tuple[str, ...]) -> list[str]:
     return out
 
 
-def build_settings(paths, config, select, ignore, extend_select, engine, jobs, no_cache, tokenizer,
-                   cache_dir=None) -> Settings:
+def build_settings(
+    paths, config, select, ignore, extend_select, engine, jobs, no_cache, tokenizer, cache_dir=None
+) -> Settings:
     cfg_path = config or find_pyproject(list(paths))
     settings = load_pyproject(cfg_path) if cfg_path else Settings()
     # a cache-dir of the checked tree's pyproject.toml stays in the tree; --config FILE,
@@ -38,7 +39,7 @@ def build_settings(paths, config, select, ignore, extend_select, engine, jobs, n
         settings.engines = [parse_engine_option(e) for e in engine]
     if jobs:
         settings.jobs = jobs
-        settings.jobs_forced = True   # the user's own: may exceed the CPUs (parallel.scan clamps to 4x)
+        settings.jobs_forced = True  # the user's own: may exceed the CPUs (parallel.scan clamps to 4x)
     if tokenizer:
         settings.tokenizer = tokenizer
     return settings
@@ -53,7 +54,7 @@ def emit(text: str, output: str | None) -> None:
         try:
             write_atomic(output, text)
         except OSError as exc:
-            raise click.ClickException(safe(f"{output}: cannot write: {exc.strerror or exc}"))
+            raise click.ClickException(safe(f"{output}: cannot write: {exc.strerror or exc}")) from None
     else:
         click.echo(text, nl=False)  # output-safe: a reporter's rendering, escaped there
 
@@ -65,44 +66,89 @@ def use_color(output: str | None) -> bool:
 
 @click.command("check")
 @click.argument("paths", nargs=-1, type=click.Path())
-@click.option("--engine", multiple=True, metavar="NAME=SOURCE",
-              help="Engine source for exact mode: a directory, PATH@REV of a git repository, a wheel or sdist. "
-                   "Repeatable. NAME:pN=SOURCE fixes the strip level.")
+@click.option(
+    "--engine",
+    multiple=True,
+    metavar="NAME=SOURCE",
+    help="Engine source for exact mode: a directory, PATH@REV of a git repository, a wheel or sdist. "
+    "Repeatable. NAME:pN=SOURCE fixes the strip level.",
+)
 @click.option("--select", multiple=True, metavar="CODES", help="Rule codes or prefixes to run (comma-separated).")
 @click.option("--ignore", multiple=True, metavar="CODES", help="Rule codes or prefixes to skip.")
 @click.option("--extend-select", multiple=True, metavar="CODES", help="Codes to add to the selection.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif", "github"]), default="text",
-              show_default=True)
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "json", "sarif", "github"]), default="text", show_default=True
+)
 @click.option("--output", "-o", type=click.Path(dir_okay=False), help="Write the report to FILE.")
 @click.option("--config", type=click.Path(exists=True, dir_okay=False), help="A pyproject.toml to read.")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), help="Worker processes (default: number of cores).")
 @click.option("--no-cache", is_flag=True, help="Do not read or write the result cache (also: PATCHAUDIT_NO_CACHE=1).")
-@click.option("--cache-dir", type=click.Path(file_okay=False), metavar="DIR",
-              help="Keep the result cache in DIR (also: PATCHAUDIT_CACHE_DIR; default: .patchaudit_cache "
-                   "beside the pyproject.toml).")
+@click.option(
+    "--cache-dir",
+    type=click.Path(file_okay=False),
+    metavar="DIR",
+    help="Keep the result cache in DIR (also: PATCHAUDIT_CACHE_DIR; default: .patchaudit_cache "
+    "beside the pyproject.toml).",
+)
 @click.option("--tokenizer", type=click.Path(), help="tokenizer.json or a model folder (PA105).")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when findings are reported.")
-@click.option("--diff-base", metavar="REF",
-              help="Report only findings on lines changed since the git revision REF (e.g. HEAD, origin/main).")
-@click.option("--baseline", "baseline_file", type=click.Path(dir_okay=False), metavar="FILE",
-              help="Report only findings that are not in the baseline FILE.")
-@click.option("--write-baseline", "write_baseline_file", type=click.Path(dir_okay=False), metavar="FILE",
-              help="Record today's findings in FILE (accepting them: exit 0).")
-def check(paths, engine, select, ignore, extend_select, fmt, output, config, jobs, no_cache, cache_dir, tokenizer,
-          exit_zero, diff_base, baseline_file, write_baseline_file) -> None:
+@click.option(
+    "--diff-base",
+    metavar="REF",
+    help="Report only findings on lines changed since the git revision REF (e.g. HEAD, origin/main).",
+)
+@click.option(
+    "--baseline",
+    "baseline_file",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="Report only findings that are not in the baseline FILE.",
+)
+@click.option(
+    "--write-baseline",
+    "write_baseline_file",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="Record today's findings in FILE (accepting them: exit 0).",
+)
+def check(
+    paths,
+    engine,
+    select,
+    ignore,
+    extend_select,
+    fmt,
+    output,
+    config,
+    jobs,
+    no_cache,
+    cache_dir,
+    tokenizer,
+    exit_zero,
+    diff_base,
+    baseline_file,
+    write_baseline_file,
+) -> None:
     """Check patches, Python and other text files under PATHS (default: .)."""
     from patchaudit.pipeline.runner import RunError, run_check
 
     paths = list(paths) or ["."]
     if fmt not in available_formats():
         raise click.UsageError(f"format {fmt!r} is not available in this build")
-    from patchaudit.pipeline.baseline import BaselineError, ensure_fingerprints, filter_new, read_baseline, write_baseline
     from patchaudit.inputs.diffbase import DiffBaseError, changed_lines
+    from patchaudit.pipeline.baseline import (
+        BaselineError,
+        ensure_fingerprints,
+        filter_new,
+        read_baseline,
+        write_baseline,
+    )
 
     progress = FileProgress()
     try:
-        settings = build_settings(paths, config, select, ignore, extend_select, engine, jobs, no_cache, tokenizer,
-                                  cache_dir)
+        settings = build_settings(
+            paths, config, select, ignore, extend_select, engine, jobs, no_cache, tokenizer, cache_dir
+        )
         changed = changed_lines(paths, diff_base) if diff_base is not None else None
         entries = read_baseline(baseline_file) if baseline_file else None
         try:
@@ -115,15 +161,22 @@ def check(paths, engine, select, ignore, extend_select, fmt, output, config, job
             ensure_fingerprints(result.findings)
         if write_baseline_file:
             n = write_baseline(write_baseline_file, result.findings)
-            click.echo(safe(f"patchaudit: wrote {n} finding{'s' if n != 1 else ''} to the baseline "
-                            f"{write_baseline_file}"), err=True)
+            click.echo(
+                safe(f"patchaudit: wrote {n} finding{'s' if n != 1 else ''} to the baseline {write_baseline_file}"),
+                err=True,
+            )
         if changed is not None:
             result.findings = changed.filter(result.findings)
         if entries is not None:
             result.findings, hidden = filter_new(result.findings, entries, baseline_file)
             if hidden:
-                click.echo(safe(f"patchaudit: {hidden} finding{'s' if hidden != 1 else ''} of the baseline "
-                                f"{baseline_file} not shown"), err=True)
+                click.echo(
+                    safe(
+                        f"patchaudit: {hidden} finding{'s' if hidden != 1 else ''} of the baseline "
+                        f"{baseline_file} not shown"
+                    ),
+                    err=True,
+                )
     except (ConfigError, RunError, BaselineError, DiffBaseError) as exc:
         click.echo(safe(f"patchaudit: error: {exc}"), err=True)
         sys.exit(2)

@@ -35,10 +35,14 @@ from patchaudit.reporters.inventory import RENDERERS
 
 @click.command("inventory")
 @click.argument("paths", nargs=-1, type=click.Path())
-@click.option("--engine", multiple=True, metavar="NAME=SOURCE",
-              help="Engine source to look the symbols up in: a directory, PATH@REV of a git repository, a "
-                   "wheel or sdist. Repeatable (one per engine package, or one per version of a per-version "
-                   "patch package).")
+@click.option(
+    "--engine",
+    multiple=True,
+    metavar="NAME=SOURCE",
+    help="Engine source to look the symbols up in: a directory, PATH@REV of a git repository, a "
+    "wheel or sdist. Repeatable (one per engine package, or one per version of a per-version "
+    "patch package).",
+)
 @click.option("--format", "fmt", type=click.Choice(sorted(RENDERERS)), default="text", show_default=True)
 @click.option("--output", "-o", type=click.Path(dir_okay=False), help="Write the inventory to FILE.")
 @click.option("--config", type=click.Path(exists=True, dir_okay=False), help="A pyproject.toml to read.")

@@ -6,8 +6,8 @@ import json
 
 import click
 
-from patchaudit.model.escape import safe, text_block
 from patchaudit.config.registry import all_rules
+from patchaudit.model.escape import safe, text_block
 
 
 @click.command("rules")
@@ -16,10 +16,22 @@ def rules_cmd(fmt: str) -> None:
     """List the rules: code, name, default severity, what it needs."""
     rules = all_rules()
     if fmt == "json":
-        click.echo(json.dumps([{  # output-safe: ASCII JSON (ensure_ascii) of the built-in rule pack
-            "code": r.code, "name": r.name, "severity": r.severity.value,
-            "default": r.default_enabled, "needs": sorted(r.needs), "summary": r.summary(),
-        } for r in rules.values()], indent=2))
+        click.echo(
+            json.dumps(
+                [
+                    {  # output-safe: ASCII JSON (ensure_ascii) of the built-in rule pack
+                        "code": r.code,
+                        "name": r.name,
+                        "severity": r.severity.value,
+                        "default": r.default_enabled,
+                        "needs": sorted(r.needs),
+                        "summary": r.summary(),
+                    }
+                    for r in rules.values()
+                ],
+                indent=2,
+            )
+        )
         return
     for r in rules.values():
         needs = f" [needs {', '.join(sorted(r.needs))}]" if r.needs else ""
@@ -38,7 +50,11 @@ def explain(code: str) -> None:
         raise click.UsageError(safe(f"unknown rule {code!r}; `patchaudit rules` lists them"))
     needs = ", ".join(sorted(rule.needs)) or "nothing beyond the input"
     click.echo(safe(f"# {rule.code} {rule.name}") + "\n")
-    click.echo(safe(f"Default severity: {rule.severity.value}. Needs: {needs}."
-                    f"{'' if rule.default_enabled else ' Off by default: enable with --select ' + rule.code + '.'}")
-               + "\n")
+    click.echo(
+        safe(
+            f"Default severity: {rule.severity.value}. Needs: {needs}."
+            f"{'' if rule.default_enabled else ' Off by default: enable with --select ' + rule.code + '.'}"
+        )
+        + "\n"
+    )
     click.echo(text_block(rule.docs()))

@@ -40,27 +40,41 @@ def _resolve_tokenizer(tokenizer: str | None, config: str | None, files: Sequenc
         settings = load_pyproject(cfg)
         if settings.tokenizer:
             return settings.tokenizer
-    raise click.UsageError("give the model's tokenizer: --tokenizer PATH (a tokenizer.json or a model folder), "
-                           "or tokenizer = \"...\" under [tool.patchaudit]")
+    raise click.UsageError(
+        "give the model's tokenizer: --tokenizer PATH (a tokenizer.json or a model folder), "
+        'or tokenizer = "..." under [tool.patchaudit]'
+    )
 
 
 @click.command("tokens")
 @click.argument("files", nargs=-1, required=True, type=click.Path())
-@click.option("--tokenizer", type=click.Path(),
-              help="The model's tokenizer.json or a folder holding one (default: tokenizer in [tool.patchaudit]).")
-@click.option("--field", default="tokens", show_default=True, metavar="PATH",
-              help="Where each line keeps its token ids (dotted for nested objects: response.ids).")
+@click.option(
+    "--tokenizer",
+    type=click.Path(),
+    help="The model's tokenizer.json or a folder holding one (default: tokenizer in [tool.patchaudit]).",
+)
+@click.option(
+    "--field",
+    default="tokens",
+    show_default=True,
+    metavar="PATH",
+    help="Where each line keeps its token ids (dotted for nested objects: response.ids).",
+)
 @click.option("--id-field", metavar="PATH", help="A field naming the sample in the report (e.g. index).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--output", "-o", type=click.Path(dir_okay=False), help="Write the report to FILE.")
-@click.option("--top", type=click.IntRange(min=0), default=10, show_default=True,
-              help="Most frequent drifting spans to list (0: all).")
+@click.option(
+    "--top",
+    type=click.IntRange(min=0),
+    default=10,
+    show_default=True,
+    help="Most frequent drifting spans to list (0: all).",
+)
 @click.option("--all-samples", is_flag=True, help="List every sample, not only those that drift.")
 @click.option("--summary-only", is_flag=True, help="Print only the summary.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: when stderr is a terminal).")
 @click.option("--config", type=click.Path(exists=True, dir_okay=False), help="A pyproject.toml to read.")
-def tokens(files, tokenizer, field, id_field, fmt, output, top, all_samples, summary_only, progress,
-           config) -> None:
+def tokens(files, tokenizer, field, id_field, fmt, output, top, all_samples, summary_only, progress, config) -> None:
     """Audit recorded rollout token ids (JSONL) for drift under decode and re-encode."""
     from patchaudit.config.settings import ConfigError
     from patchaudit.inputs.tokenizer import TokenizerError, load_tokenizer
@@ -81,9 +95,20 @@ def tokens(files, tokenizer, field, id_field, fmt, output, top, all_samples, sum
         click.echo(safe(f"patchaudit: error: {output}: cannot write: {exc.strerror or exc}"), err=True)
         sys.exit(2)
     try:
-        code = run_audit(list(files), tok, field=field, id_field=id_field, fmt=fmt, out=out, err=sys.stderr,
-                         top=top, all_samples=all_samples, summary_only=summary_only, progress_enabled=progress,
-                         out_is_terminal=output is None and sys.stdout.isatty())
+        code = run_audit(
+            list(files),
+            tok,
+            field=field,
+            id_field=id_field,
+            fmt=fmt,
+            out=out,
+            err=sys.stderr,
+            top=top,
+            all_samples=all_samples,
+            summary_only=summary_only,
+            progress_enabled=progress,
+            out_is_terminal=output is None and sys.stdout.isatty(),
+        )
     except BaseException:
         if output:
             out.discard()

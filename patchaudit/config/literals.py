@@ -20,7 +20,6 @@ class ImportResolver(Protocol):
     def imported(self, importer: str, module: str | None, level: int, name: str) -> Any: ...
 
 
-
 class Unknown(Exception):
     """A value the static reader cannot know for certain."""
 
@@ -59,7 +58,7 @@ class ModuleReader:
         self._done = True
         for stmt in self.tree.body:
             if isinstance(stmt, ast.ImportFrom):
-                for alias in stmt.names:   # resolved when used: most imports never are
+                for alias in stmt.names:  # resolved when used: most imports never are
                     name = alias.asname or alias.name
                     self.env[name] = ImportRef(stmt.module, stmt.level, alias.name)
                     self.unknown.discard(name)
@@ -77,10 +76,14 @@ class ModuleReader:
                         self.unknown.discard(targets[0].id)
                     except Unknown:
                         self._forget(targets[0].id)
-                elif (len(targets) == 1 and isinstance(targets[0], ast.Tuple) and isinstance(value, ast.Tuple)
-                      and len(targets[0].elts) == len(value.elts)
-                      and all(isinstance(t, ast.Name) for t in targets[0].elts)
-                      and not any(isinstance(v, ast.Starred) for v in value.elts)):
+                elif (
+                    len(targets) == 1
+                    and isinstance(targets[0], ast.Tuple)
+                    and isinstance(value, ast.Tuple)
+                    and len(targets[0].elts) == len(value.elts)
+                    and all(isinstance(t, ast.Name) for t in targets[0].elts)
+                    and not any(isinstance(v, ast.Starred) for v in value.elts)
+                ):
                     # A, B = "a", "b": evaluated on the environment before the statement
                     values = []
                     for v in value.elts:
@@ -140,9 +143,15 @@ class ModuleReader:
                 if value is not MISSING:
                     return value
             raise Unknown(node.id)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _BUILTIN_CALLS \
-                and node.func.id not in env and node.func.id not in self.unknown and not node.keywords \
-                and len(node.args) <= 1:
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in _BUILTIN_CALLS
+            and node.func.id not in env
+            and node.func.id not in self.unknown
+            and not node.keywords
+            and len(node.args) <= 1
+        ):
             fn = _BUILTIN_CALLS[node.func.id]
             return fn(self.eval(node.args[0], env)) if node.args else fn()
         if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.BitOr)):

@@ -61,20 +61,19 @@ class RuleMeta:
 
     code: str
     name: str
-    module: str                 # the module that defines it
-    cls: str                    # the class name
+    module: str  # the module that defines it
+    cls: str  # the class name
     kinds: frozenset[str]
     needs: frozenset[str]
     requires: tuple[tuple[str, ...], ...]
     default_enabled: bool = True
     custom_filter: bool = False  # the class overrides can_match: ask the real class
-    patch_set: bool = False      # the class has check_patch_set (whole-run rule)
-    static: bool = True          # read from the source (False: from the imported class)
+    patch_set: bool = False  # the class has check_patch_set (whole-run rule)
+    static: bool = True  # read from the source (False: from the imported class)
     requires_bytes: tuple[tuple[bytes, ...], ...] = field(default=(), compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "requires_bytes",
-                           tuple(tuple(s.encode("utf-8") for s in g) for g in self.requires))
+        object.__setattr__(self, "requires_bytes", tuple(tuple(s.encode("utf-8") for s in g) for g in self.requires))
 
     @property
     def byte_filter(self) -> bool:
@@ -99,13 +98,19 @@ class RuleMeta:
     def from_class(cls, rule: Any) -> "RuleMeta":
         from patchaudit.lint.rule import Rule
 
-        return cls(code=rule.code, name=rule.name, module=rule.__module__, cls=rule.__name__,
-                   kinds=frozenset(rule.kinds), needs=frozenset(rule.needs),
-                   requires=tuple(tuple(g) for g in rule.requires),
-                   default_enabled=bool(rule.default_enabled),
-                   custom_filter=rule.can_match.__func__ is not Rule.can_match.__func__,
-                   patch_set=rule.sees_patch_set(),
-                   static=False)
+        return cls(
+            code=rule.code,
+            name=rule.name,
+            module=rule.__module__,
+            cls=rule.__name__,
+            kinds=frozenset(rule.kinds),
+            needs=frozenset(rule.needs),
+            requires=tuple(tuple(g) for g in rule.requires),
+            default_enabled=bool(rule.default_enabled),
+            custom_filter=rule.can_match.__func__ is not Rule.can_match.__func__,
+            patch_set=rule.sees_patch_set(),
+            static=False,
+        )
 
 
 # --------------------------------------------------------------------------
@@ -119,7 +124,7 @@ class _SourceIndex:
         self.pack_dir = pack_dir
         self.rule_py = rule_py
         self.readers: dict[str, ModuleReader | None] = {}
-        self.defaults: dict[str, Any] | None = None   # Rule's own attributes
+        self.defaults: dict[str, Any] | None = None  # Rule's own attributes
 
     def reader(self, modname: str) -> ModuleReader | None:
         if modname not in self.readers:
@@ -127,7 +132,7 @@ class _SourceIndex:
             path = self._path(modname)
             if path is None:
                 return None
-            try:   # the one guarded reader (patchaudit/files/reader.py)
+            try:  # the one guarded reader (patchaudit/files/reader.py)
                 from patchaudit.files.reader import read_bytes
 
                 tree = ast.parse(read_bytes(path), filename=path)
@@ -142,12 +147,12 @@ class _SourceIndex:
         if modname == "patchaudit.lint.rule":
             return self.rule_py
         if modname.startswith(PACK + "."):
-            rest = modname[len(PACK) + 1:]
+            rest = modname[len(PACK) + 1 :]
             if "." in rest:
                 return None
             p = os.path.join(self.pack_dir, rest + ".py")
             return p if os.path.isfile(p) else None
-        if modname.startswith("patchaudit."):   # a base class could come from the package
+        if modname.startswith("patchaudit."):  # a base class could come from the package
             base = os.path.join(os.path.dirname(os.path.dirname(self.rule_py)), *modname.split(".")[1:])
             for p in (base + ".py", os.path.join(base, "__init__.py")):
                 if os.path.isfile(p):
@@ -166,14 +171,14 @@ class _SourceIndex:
         if r is None:
             raise Unknown(f"{target}.{name}")
         if name not in r.env and target != "patchaudit.lint.rule":
-            _rule_classes(r)   # a rule base class defined there
+            _rule_classes(r)  # a rule base class defined there
         value = r.lookup(name, MISSING)
         if value is MISSING:
             raise Unknown(f"{target}.{name}")
         return value
 
 
-_SEVERITY = object()   # Severity is not needed by the index; a marker keeps it "known"
+_SEVERITY = object()  # Severity is not needed by the index; a marker keeps it "known"
 
 
 def _class_attrs(reader: ModuleReader, node: ast.ClassDef) -> tuple[dict[str, Any], set[str], set[str]]:
@@ -227,7 +232,8 @@ def _normalise(attrs: dict[str, Any]) -> dict[str, Any]:
         out[key] = frozenset(v)
     req = out["requires"]
     if not isinstance(req, (tuple, list)) or not all(
-            isinstance(g, (tuple, list)) and all(isinstance(s, str) for s in g) for g in req):
+        isinstance(g, (tuple, list)) and all(isinstance(s, str) for s in g) for g in req
+    ):
         raise Unknown("requires")
     out["requires"] = tuple(tuple(g) for g in req)
     if not isinstance(out["code"], str) or not isinstance(out["name"], str):
@@ -250,14 +256,15 @@ def _rule_classes(reader: ModuleReader) -> dict[str, _ClassInfo] | None:
     """The classes of a module that derive from `Rule`, by name; None when unsure."""
     if reader.classes_read:
         return reader.classes
-    reader.classes_read = True   # cycle guard: None until read
+    reader.classes_read = True  # cycle guard: None until read
     out: dict[str, _ClassInfo] = {}
     not_rules: list[str] = []
     for stmt in reader.tree.body:
         if not isinstance(stmt, ast.ClassDef):
-            if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
-                    any(isinstance(n, ast.ClassDef) for n in ast.walk(stmt)):
-                return None   # a class defined in a block (if/try/with): import to be sure
+            if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+                isinstance(n, ast.ClassDef) for n in ast.walk(stmt)
+            ):
+                return None  # a class defined in a block (if/try/with): import to be sure
             continue
         bases = _base_names(stmt)
         if bases is None:
@@ -274,7 +281,7 @@ def _rule_classes(reader: ModuleReader) -> dict[str, _ClassInfo] | None:
             elif value is _NOT_RULE or b == "object" or not _may_be_rule(reader, b):
                 resolved.append(None)
             else:
-                return None   # a base the reader cannot see could itself derive from Rule
+                return None  # a base the reader cannot see could itself derive from Rule
         rule_bases = [r for r in resolved if r is not None]
         if not rule_bases:
             not_rules.append(stmt.name)
@@ -283,7 +290,7 @@ def _rule_classes(reader: ModuleReader) -> dict[str, _ClassInfo] | None:
             return None
         base = rule_bases[0]
         if base == "Rule":
-            defaults = cast(_SourceIndex, reader.index).defaults   # the index that made the reader
+            defaults = cast(_SourceIndex, reader.index).defaults  # the index that made the reader
             if defaults is None:
                 return None
             inherited, methods = dict(defaults), set()
@@ -312,10 +319,9 @@ def _may_be_rule(reader: ModuleReader, name: str) -> bool:
     for stmt in reader.tree.body:
         if isinstance(stmt, ast.ImportFrom) and any((a.asname or a.name) == name for a in stmt.names):
             return bool(stmt.level) or (stmt.module or "").split(".")[0] == "patchaudit"
-        if isinstance(stmt, ast.Import) and any((a.asname or a.name).partition(".")[0] == name
-                                                 for a in stmt.names):
+        if isinstance(stmt, ast.Import) and any((a.asname or a.name).partition(".")[0] == name for a in stmt.names):
             return any(a.name.split(".")[0] == "patchaudit" for a in stmt.names)
-    return True   # bound some other way at module level: cannot tell
+    return True  # bound some other way at module level: cannot tell
 
 
 def read_module(index: _SourceIndex, modname: str, base_defaults: dict[str, Any]) -> list[RuleMeta] | None:
@@ -333,19 +339,28 @@ def read_module(index: _SourceIndex, modname: str, base_defaults: dict[str, Any]
         except Unknown:
             return None
         if not a["code"]:
-            continue   # an abstract helper base; its subclasses are the rules
-        out.append(RuleMeta(code=a["code"], name=a["name"], module=modname, cls=cls_name,
-                            kinds=a["kinds"], needs=a["needs"], requires=a["requires"],
-                            default_enabled=a["default_enabled"],
-                            custom_filter="can_match" in info.methods,
-                            patch_set="check_patch_set" in info.methods))
+            continue  # an abstract helper base; its subclasses are the rules
+        out.append(
+            RuleMeta(
+                code=a["code"],
+                name=a["name"],
+                module=modname,
+                cls=cls_name,
+                kinds=a["kinds"],
+                needs=a["needs"],
+                requires=a["requires"],
+                default_enabled=a["default_enabled"],
+                custom_filter="can_match" in info.methods,
+                patch_set="check_patch_set" in info.methods,
+            )
+        )
     if len({m.code for m in out}) != len(out):
         return None
     return out
 
 
-_RULE_CLASS = object()   # marker: the name `Rule` imported from patchaudit.lint.rule
-_NOT_RULE = object()     # marker: a class that does not derive from Rule
+_RULE_CLASS = object()  # marker: the name `Rule` imported from patchaudit.lint.rule
+_NOT_RULE = object()  # marker: a class that does not derive from Rule
 
 
 def _rule_defaults(index: _SourceIndex) -> dict[str, Any] | None:
@@ -441,7 +456,7 @@ def rule_index(cache_root: str | None = None) -> dict[str, RuleMeta]:
         return _INDEX
     stamp = (sys.version_info[:2], source_stamp())
     paths = list(dict.fromkeys(os.path.join(d, "rule-index.pickle") for d in (cache_root, user_cache_dir()) if d))
-    missing = []   # paths without this index: absent, stale or unreadable
+    missing = []  # paths without this index: absent, stale or unreadable
     for path in paths:
         if _INDEX is not None:
             if not os.path.lexists(path):
@@ -471,8 +486,12 @@ def rule_index(cache_root: str | None = None) -> dict[str, RuleMeta]:
     return _INDEX
 
 
-def select_codes(rules: Mapping[str, Any], select: Iterable[str] | None = None, ignore: Iterable[str] = (),
-                 extend_select: Iterable[str] = ()) -> list[str]:
+def select_codes(
+    rules: Mapping[str, Any],
+    select: Iterable[str] | None = None,
+    ignore: Iterable[str] = (),
+    extend_select: Iterable[str] = (),
+) -> list[str]:
     """Resolve codes and prefixes (`PA1`, `PA`, `ALL`) the way ruff does.
 
     `rules` maps codes to anything with a `default_enabled` attribute (rule
@@ -525,15 +544,17 @@ def all_rules() -> dict[str, type[Rule]]:
             for obj in vars(module).values():
                 if is_rule_class(obj, module.__name__):
                     if obj.code in found:
-                        raise RuntimeError(f"rule code {obj.code} defined twice "
-                                           f"({found[obj.code].__module__}, {module.__name__})")
+                        raise RuntimeError(
+                            f"rule code {obj.code} defined twice ({found[obj.code].__module__}, {module.__name__})"
+                        )
                     found[obj.code] = obj
         _REGISTRY = dict(sorted(found.items()))
     return _REGISTRY
 
 
-def select_rules(select: Iterable[str] | None = None, ignore: Iterable[str] = (),
-                 extend_select: Iterable[str] = ()) -> list[type[Rule]]:
+def select_rules(
+    select: Iterable[str] | None = None, ignore: Iterable[str] = (), extend_select: Iterable[str] = ()
+) -> list[type[Rule]]:
     """Resolve codes and prefixes (`PA1`, `PA`, `ALL`) the way ruff does."""
-    rules = all_rules()   # the same resolution as on the libcst-free index (`select_codes`)
+    rules = all_rules()  # the same resolution as on the libcst-free index (`select_codes`)
     return [rules[c] for c in select_codes(rules, select, ignore, extend_select)]

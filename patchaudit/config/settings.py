@@ -63,7 +63,7 @@ def _read_toml(path: Path) -> dict:
         raise ConfigError(f"{path}: cannot read: {exc}") from None
     except RecursionError:
         raise ConfigError(f"{path}: cannot read: nested too deeply for the TOML parser") from None
-    except ValueError as exc:   # a number of more than 4300 digits (Python's int-string limit)
+    except ValueError as exc:  # a number of more than 4300 digits (Python's int-string limit)
         raise ConfigError(f"{path}: cannot read: {exc}") from None
 
 
@@ -111,8 +111,20 @@ class Settings:
 
 
 _KEYS = {
-    "select", "ignore", "extend-select", "per-file-ignores", "exclude", "engines", "rules",
-    "tokenizer", "jobs", "cache", "cache-dir", "engine-packages", "max-file-size", "max-nesting",
+    "select",
+    "ignore",
+    "extend-select",
+    "per-file-ignores",
+    "exclude",
+    "engines",
+    "rules",
+    "tokenizer",
+    "jobs",
+    "cache",
+    "cache-dir",
+    "engine-packages",
+    "max-file-size",
+    "max-nesting",
     "max-parse-size",
 }
 
@@ -162,15 +174,19 @@ def _set_engines(s: Settings, path: Path, value: Any) -> None:
         elif isinstance(spec, dict):
             extra = set(spec) - {"source", "strip"}
             if extra or "source" not in spec:
-                raise ConfigError(f"{path}: [tool.patchaudit] engines.{name}: expected keys "
-                                  f"'source' and optional 'strip', got {sorted(spec)}")
+                raise ConfigError(
+                    f"{path}: [tool.patchaudit] engines.{name}: expected keys "
+                    f"'source' and optional 'strip', got {sorted(spec)}"
+                )
             if not isinstance(spec["source"], str):
-                raise ConfigError(f"{path}: [tool.patchaudit] engines.{name}.source: expected a "
-                                  f"path string, got {spec['source']!r}")
+                raise ConfigError(
+                    f"{path}: [tool.patchaudit] engines.{name}.source: expected a path string, got {spec['source']!r}"
+                )
             strip = spec.get("strip")
             if strip is not None and (not isinstance(strip, int) or isinstance(strip, bool) or strip < 0):
-                raise ConfigError(f"{path}: [tool.patchaudit] engines.{name}.strip: expected a "
-                                  f"non-negative integer, got {strip!r}")
+                raise ConfigError(
+                    f"{path}: [tool.patchaudit] engines.{name}.strip: expected a non-negative integer, got {strip!r}"
+                )
             s.engines.append(EngineSpec(name, _resolve(path, spec["source"]), strip))
         else:
             raise ConfigError(f"{path}: [tool.patchaudit] engines.{name}: expected a string or a table")
@@ -181,16 +197,24 @@ def _set_limit(s: Settings, path: Path, key: str, value: Any) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ConfigError(f"{path}: [tool.patchaudit] {key}: expected a positive integer, got {value!r}")
     attr = key.replace("-", "_")
-    cap, why = ((HARD_MAX_NESTING, "deeper Python crashes libcst's native parser")
-                if key == "max-nesting" else (HARD_MAX_FILE_SIZE, "the largest a configuration may set"))
+    cap, why = (
+        (HARD_MAX_NESTING, "deeper Python crashes libcst's native parser")
+        if key == "max-nesting"
+        else (HARD_MAX_FILE_SIZE, "the largest a configuration may set")
+    )
     if key == "max-parse-size":
         from patchaudit.inputs.pyast import HARD_MAX_PARSE_SIZE
 
         cap, why = HARD_MAX_PARSE_SIZE, "libcst needs about 600 bytes of memory per byte it parses"
-    if value > cap:   # a safety limit the checked tree cannot raise
+    if value > cap:  # a safety limit the checked tree cannot raise
         shown = str(value) if len(str(value)) <= 30 else f"{str(value)[:27]}..."
-        _refuse(s, path, key, f"[tool.patchaudit] {key} = {shown} is above the hard limit of {cap} "
-                              f"({why}): using the default, {getattr(s, attr)}")
+        _refuse(
+            s,
+            path,
+            key,
+            f"[tool.patchaudit] {key} = {shown} is above the hard limit of {cap} "
+            f"({why}): using the default, {getattr(s, attr)}",
+        )
     else:
         setattr(s, attr, value)
 
@@ -206,8 +230,7 @@ def load_pyproject(path: Path | str) -> Settings:
     s = Settings(config_path=str(path))
     for key, value in data.items():
         if key not in _KEYS:
-            raise ConfigError(f"{path}: [tool.patchaudit] unknown key {key!r} "
-                              f"(known: {', '.join(sorted(_KEYS))})")
+            raise ConfigError(f"{path}: [tool.patchaudit] unknown key {key!r} (known: {', '.join(sorted(_KEYS))})")
         if key == "select":
             s.select = _str_list(path, key, value)
         elif key == "ignore":
@@ -281,8 +304,9 @@ def _check_rules(path: Path, s: Settings) -> None:
         for c in values:
             cu = c.strip().upper()
             if cu != "ALL" and (not cu or not any(code.startswith(cu) for code in rules)):
-                raise ConfigError(f"{path}: [tool.patchaudit] {key}: unknown rule code or prefix {c!r} "
-                                  f"(see `patchaudit rules`)")
+                raise ConfigError(
+                    f"{path}: [tool.patchaudit] {key}: unknown rule code or prefix {c!r} (see `patchaudit rules`)"
+                )
 
     codes("select", s.select or [])
     codes("ignore", s.ignore)
@@ -299,7 +323,7 @@ def _check_rules(path: Path, s: Settings) -> None:
                 spec_from_lines([pattern], source=str(path), problems=unsafe)
             except Exception as exc:
                 raise ConfigError(f"{path}: [tool.patchaudit] exclude: bad pattern {pattern!r}: {exc}") from None
-            if unsafe:   # without re2: a pattern that would backtrack for ever is dropped
+            if unsafe:  # without re2: a pattern that would backtrack for ever is dropped
                 _refuse(s, path, "exclude", f"[tool.patchaudit] exclude: {unsafe[0].message}")
             else:
                 kept.append(pattern)
@@ -311,12 +335,14 @@ def _check_rules(path: Path, s: Settings) -> None:
         for name, value in opts.items():
             if name not in rule.options:
                 known = ", ".join(sorted(rule.options)) or "none"
-                raise ConfigError(f"{path}: [tool.patchaudit.rules.{code}] {name}: unknown option "
-                                  f"(options of {code}: {known})")
+                raise ConfigError(
+                    f"{path}: [tool.patchaudit.rules.{code}] {name}: unknown option (options of {code}: {known})"
+                )
             default = rule.options[name]
             if default is not None and not _same_type(value, default):
-                raise ConfigError(f"{path}: [tool.patchaudit.rules.{code}] {name}: expected "
-                                  f"{type(default).__name__}, got {value!r}")
+                raise ConfigError(
+                    f"{path}: [tool.patchaudit.rules.{code}] {name}: expected {type(default).__name__}, got {value!r}"
+                )
 
 
 def _same_type(value: Any, default: Any) -> bool:
@@ -348,9 +374,9 @@ def _key_line(path: Path, key: str) -> int | None:
 
     from patchaudit.files.reader import read_text
 
-    try:   # a second read of the file, through the guarded reader (bounded, regular files only)
+    try:  # a second read of the file, through the guarded reader (bounded, regular files only)
         text = read_text(str(path), MAX_CONFIG_FILE)
-    except OSError:   # ReadError too
+    except OSError:  # ReadError too
         return None
 
     def dotted(s: str) -> str:
@@ -372,8 +398,9 @@ def _env_true(value: str | None) -> bool:
     return (value or "").strip().lower() in ("1", "true", "yes", "on")
 
 
-def apply_cache_options(s: Settings, cache_dir: str | None = None, no_cache: bool = False,
-                        explicit_config: bool = False, environ=None) -> Settings:
+def apply_cache_options(
+    s: Settings, cache_dir: str | None = None, no_cache: bool = False, explicit_config: bool = False, environ=None
+) -> Settings:
     """The user's own cache settings over the configuration's.
 
     - `--config FILE` given by the user: its `cache-dir` is the user's (may be anywhere);

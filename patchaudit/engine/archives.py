@@ -11,9 +11,37 @@ from patchaudit.files.reader import ReadError, open_regular
 _QUIET_REASONS = ("symlink member", "hard link member", "not a regular file")
 #: members too large to be a source that no warning is needed for: binaries (a real
 #: vllm wheel holds .so files of hundreds of MB)
-_BINARY_SUFFIXES = (".so", ".pyd", ".dll", ".dylib", ".a", ".o", ".lib", ".bin", ".pt", ".pth", ".ckpt",
-                    ".safetensors", ".onnx", ".cubin", ".fatbin", ".ptx", ".whl", ".zip", ".gz", ".tar",
-                    ".xz", ".bz2", ".zst", ".npz", ".npy", ".pkl", ".jar", ".exe", ".dat")
+_BINARY_SUFFIXES = (
+    ".so",
+    ".pyd",
+    ".dll",
+    ".dylib",
+    ".a",
+    ".o",
+    ".lib",
+    ".bin",
+    ".pt",
+    ".pth",
+    ".ckpt",
+    ".safetensors",
+    ".onnx",
+    ".cubin",
+    ".fatbin",
+    ".ptx",
+    ".whl",
+    ".zip",
+    ".gz",
+    ".tar",
+    ".xz",
+    ".bz2",
+    ".zst",
+    ".npz",
+    ".npy",
+    ".pkl",
+    ".jar",
+    ".exe",
+    ".dat",
+)
 
 
 def shown_name(name: str, limit: int = 300) -> str:

@@ -20,15 +20,15 @@ from patchaudit.inputs.astnames import THROUGH, dotted
 @dataclass(frozen=True)
 class Param:
     name: str
-    kind: str            # positional_only | positional | vararg | keyword_only | varkw
+    kind: str  # positional_only | positional | vararg | keyword_only | varkw
     has_default: bool
 
 
 @dataclass
 class FuncInfo:
     name: str
-    qualname: str                 # Class.method or function
-    path: str                     # engine-relative path
+    qualname: str  # Class.method or function
+    path: str  # engine-relative path
     line: int
     end_line: int
     params: list[Param]
@@ -65,14 +65,14 @@ class FuncInfo:
         for p in self.bound_params():
             if p.kind not in ("positional_only", "positional"):
                 if p.name == name:
-                    return 10 ** 6  # keyword-only: never reached positionally
+                    return 10**6  # keyword-only: never reached positionally
                 continue
             if p.name == name:
                 return k
             k += 1
         for p in self.bound_params():
             if p.name == name:
-                return 10 ** 6
+                return 10**6
         return None
 
     def accepts_any_keyword(self) -> bool:
@@ -98,23 +98,24 @@ class ClassInfo:
     path: str
     line: int
     end_line: int
-    bases: list[str]              # dotted expressions as written
+    bases: list[str]  # dotted expressions as written
     methods: dict[str, FuncInfo] = field(default_factory=dict)
-    attributes: set[str] = field(default_factory=set)   # class-level assignments
+    attributes: set[str] = field(default_factory=set)  # class-level assignments
 
 
 @dataclass
 class ModuleIndex:
     path: str
     module: str | None
-    classes: dict[str, ClassInfo] = field(default_factory=dict)       # by qualname
-    functions: dict[str, FuncInfo] = field(default_factory=dict)     # top-level
-    imports: dict[str, str] = field(default_factory=dict)            # local name -> dotted target
-    assigned: set[str] = field(default_factory=set)                  # top-level names assigned
+    classes: dict[str, ClassInfo] = field(default_factory=dict)  # by qualname
+    functions: dict[str, FuncInfo] = field(default_factory=dict)  # top-level
+    imports: dict[str, str] = field(default_factory=dict)  # local name -> dotted target
+    assigned: set[str] = field(default_factory=set)  # top-level names assigned
     tree: ast.Module | None = None
     error: str | None = None
     _spans: tuple[list[int], list[tuple[int, int, str, int]]] | None = field(
-        default=None, init=False, repr=False, compare=False)
+        default=None, init=False, repr=False, compare=False
+    )
 
     def symbol_at(self, line: int) -> str | None:
         """The innermost class/function enclosing `line` ("Class.method").
@@ -138,7 +139,8 @@ class ModuleIndex:
 
     def find_class(self, name: str) -> ClassInfo | None:
         return self.classes.get(name) or next(
-            (c for q, c in self.classes.items() if q.rsplit(".", 1)[-1] == name), None)
+            (c for q, c in self.classes.items() if q.rsplit(".", 1)[-1] == name), None
+        )
 
 
 def _definition_spans(tree: ast.AST) -> tuple[list[int], list[tuple[int, int, str, int]]]:
@@ -220,13 +222,28 @@ def index_module(path: str, text: str, module: str | None = None, tree: ast.Modu
 
     def func(node, prefix: str) -> FuncInfo:
         q = f"{prefix}.{node.name}" if prefix else node.name
-        return FuncInfo(node.name, q, path, node.lineno, getattr(node, "end_lineno", node.lineno),
-                        _params(node.args), isinstance(node, ast.AsyncFunctionDef), _decorators(node), module)
+        return FuncInfo(
+            node.name,
+            q,
+            path,
+            node.lineno,
+            getattr(node, "end_lineno", node.lineno),
+            _params(node.args),
+            isinstance(node, ast.AsyncFunctionDef),
+            _decorators(node),
+            module,
+        )
 
     def visit_class(node: ast.ClassDef, prefix: str) -> None:
         q = f"{prefix}.{node.name}" if prefix else node.name
-        ci = ClassInfo(node.name, q, path, node.lineno, getattr(node, "end_lineno", node.lineno),
-                       [b for b in (dotted(x, THROUGH) for x in node.bases) if b])
+        ci = ClassInfo(
+            node.name,
+            q,
+            path,
+            node.lineno,
+            getattr(node, "end_lineno", node.lineno),
+            [b for b in (dotted(x, THROUGH) for x in node.bases) if b],
+        )
         idx.classes[q] = ci
         for stmt in _flat(node.body):
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):

@@ -106,6 +106,6 @@ class DirectorySource(EngineSource):
             raise EngineError(
                 f"engine {self.name!r} ({self.label}): {p} is over the {fmt_size(limits.MAX_MEMBER_BYTES)} limit"
             ) from None
-        except ReadError as e:   # the OS's reason when it has one; else what the guards refused (a FIFO...)
+        except ReadError as e:  # the OS's reason when it has one; else what the guards refused (a FIFO...)
             why = e.cause.strerror if isinstance(e.cause, OSError) else e.reason
             raise EngineError(f"engine {self.name!r} ({self.label}): cannot read {p}: {why}") from e

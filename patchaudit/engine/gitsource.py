@@ -130,7 +130,7 @@ class GitSource(EngineSource):
         from patchaudit.inputs.safegit import GitError
 
         try:
-            info = self._repo.info(sha_prefix.lower())   # a missing object is never fetched
+            info = self._repo.info(sha_prefix.lower())  # a missing object is never fetched
         except GitError:
             return None
         if info is None or info[1] != "blob":

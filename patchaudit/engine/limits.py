@@ -8,8 +8,16 @@ forwards reads and writes of these names here.
 from __future__ import annotations
 
 __all__ = [
-    "MAX_MEMBER_BYTES", "MAX_MEMBERS", "MAX_NAME_BYTES", "MAX_PAX_HEADER_BYTES", "MAX_SPARSE_BLOCKS",
-    "MAX_CENTRAL_DIRECTORY_BYTES", "MAX_TOTAL_BYTES", "MAX_DIR_FILES", "SDIST_KEEP_BYTES", "MAX_STRIP",
+    "MAX_MEMBER_BYTES",
+    "MAX_MEMBERS",
+    "MAX_NAME_BYTES",
+    "MAX_PAX_HEADER_BYTES",
+    "MAX_SPARSE_BLOCKS",
+    "MAX_CENTRAL_DIRECTORY_BYTES",
+    "MAX_TOTAL_BYTES",
+    "MAX_DIR_FILES",
+    "SDIST_KEEP_BYTES",
+    "MAX_STRIP",
     "SKIP_DIRS",
 ]
 

@@ -17,8 +17,16 @@ from patchaudit.inputs import source_lines
 #: unless they are known to add nothing)
 _TRIVIAL_BASES = {"object", "ABC", "abc.ABC", "Generic", "typing.Generic", "Protocol", "typing.Protocol"}
 #: class decorators that add no attribute a monkey-patch could target
-_HARMLESS_CLASS_DECORATORS = {"dataclass", "dataclasses.dataclass", "final", "typing.final",
-                              "total_ordering", "functools.total_ordering", "unique", "enum.unique"}
+_HARMLESS_CLASS_DECORATORS = {
+    "dataclass",
+    "dataclasses.dataclass",
+    "final",
+    "typing.final",
+    "total_ordering",
+    "functools.total_ordering",
+    "unique",
+    "enum.unique",
+}
 
 
 # --------------------------------------------------------------------------
@@ -27,9 +35,9 @@ _HARMLESS_CLASS_DECORATORS = {"dataclass", "dataclasses.dataclass", "final", "ty
 
 @dataclass
 class Lookup:
-    state: str                            # found | missing | unknown
-    kind: str = ""                        # module | class | function | attribute
-    path: str | None = None               # engine file of the definition
+    state: str  # found | missing | unknown
+    kind: str = ""  # module | class | function | attribute
+    path: str | None = None  # engine file of the definition
     line: int | None = None
     end_line: int | None = None
     qualname: str | None = None
@@ -74,10 +82,15 @@ def lookup(ctx, dotted: str, depth: int = 0) -> Lookup:
     for cut in range(len(parts) - 1, 0, -1):
         pkg = ".".join(parts[:cut])
         if pkg in dirs:
-            names = sorted({d.split(".")[cut] for d in dirs if d.startswith(pkg + ".") and d.count(".") == cut}
-                           | _modules_in(source, pkg))
-            return Lookup("missing", reason=f"module `{pkg}.{parts[cut]}` does not exist",
-                          suggestions=tuple(difflib.get_close_matches(parts[cut], names, n=2)))
+            names = sorted(
+                {d.split(".")[cut] for d in dirs if d.startswith(pkg + ".") and d.count(".") == cut}
+                | _modules_in(source, pkg)
+            )
+            return Lookup(
+                "missing",
+                reason=f"module `{pkg}.{parts[cut]}` does not exist",
+                suggestions=tuple(difflib.get_close_matches(parts[cut], names, n=2)),
+            )
     return Lookup("missing", reason=f"module `{dotted}` does not exist")
 
 
@@ -87,7 +100,7 @@ def _modules_in(source, pkg: str) -> set[str]:
     for root in source.package_roots() or [""]:
         for f in source.files():
             if f.startswith(root + prefix) and f.endswith(".py"):
-                rest = f[len(root + prefix):]
+                rest = f[len(root + prefix) :]
                 if "/" not in rest:
                     out.add(rest[:-3])
     return out
@@ -110,8 +123,9 @@ def _module_facts(mod: ModuleIndex) -> tuple[set[str], bool, list[str]]:
             elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("globals", "exec"):
                 dynamic = True
         for stmt in _module_level(tree.body):
-            for node in ast.walk(stmt) if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef,
-                                                                   ast.ClassDef)) else ():
+            for node in (
+                ast.walk(stmt) if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else ()
+            ):
                 if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
                     names.add(node.id)
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -121,8 +135,11 @@ def _module_facts(mod: ModuleIndex) -> tuple[set[str], bool, list[str]]:
             if isinstance(stmt, ast.ImportFrom) and any(a.name == "*" for a in stmt.names):
                 base = stmt.module or ""
                 if stmt.level:
-                    package = mod.module.rsplit(".", 1)[0] if mod.module and not mod.path.endswith(
-                        "__init__.py") else (mod.module or "")
+                    package = (
+                        mod.module.rsplit(".", 1)[0]
+                        if mod.module and not mod.path.endswith("__init__.py")
+                        else (mod.module or "")
+                    )
                     p = package.split(".")
                     keep = p[: len(p) - (stmt.level - 1)] if stmt.level > 1 else p
                     base = ".".join([x for x in keep if x] + ([stmt.module] if stmt.module else []))
@@ -166,8 +183,11 @@ def _in_module(ctx, mod: ModuleIndex, rest: list[str], depth: int) -> Lookup:
         return _unknown(f"an attribute of the object `{head}`")
     # a submodule of a package that its __init__ does not import
     if mod.path.endswith("__init__.py") and mod.module:
-        sub = lookup(ctx, f"{mod.module}.{'.'.join(rest)}", depth + 1) if ctx.index.module(
-            f"{mod.module}.{head}") is not None else None
+        sub = (
+            lookup(ctx, f"{mod.module}.{'.'.join(rest)}", depth + 1)
+            if ctx.index.module(f"{mod.module}.{head}") is not None
+            else None
+        )
         if sub is not None:
             return sub
     for star in stars:
@@ -183,8 +203,13 @@ def _in_module(ctx, mod: ModuleIndex, rest: list[str], depth: int) -> Lookup:
     if mod.path.endswith("__init__.py"):
         reason = f"module `{modname}.{head}` does not exist and `{modname}` defines no `{head}`"
         cands += sorted(_modules_in(ctx.source, modname))
-    return Lookup("missing", reason=reason, path=mod.path,
-                  suggestions=tuple(difflib.get_close_matches(head, cands, n=2)), module=mod)
+    return Lookup(
+        "missing",
+        reason=reason,
+        path=mod.path,
+        suggestions=tuple(difflib.get_close_matches(head, cands, n=2)),
+        module=mod,
+    )
 
 
 def _assign_line(mod: ModuleIndex, name: str) -> int | None:
@@ -214,8 +239,12 @@ def _instance_attributes(mod: ModuleIndex, cls: ClassInfo) -> set[str]:
     if node is None:
         return out
     for n in ast.walk(node):
-        if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) and isinstance(n.value, ast.Name) \
-                and n.value.id in ("self", "cls"):
+        if (
+            isinstance(n, ast.Attribute)
+            and isinstance(n.ctx, ast.Store)
+            and isinstance(n.value, ast.Name)
+            and n.value.id in ("self", "cls")
+        ):
             out.add(n.attr)
         elif isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__slots__" for t in n.targets):
             for el in ast.walk(n.value):
@@ -239,8 +268,12 @@ def _attribute_lines(mod: ModuleIndex, cls: ClassInfo, name: str) -> tuple[int, 
         if isinstance(n, (ast.Assign, ast.AnnAssign)):
             targets = n.targets if isinstance(n, ast.Assign) else [n.target]
             for t in targets:
-                if isinstance(t, ast.Attribute) and t.attr == name and isinstance(t.value, ast.Name) \
-                        and t.value.id in ("self", "cls"):
+                if (
+                    isinstance(t, ast.Attribute)
+                    and t.attr == name
+                    and isinstance(t.value, ast.Name)
+                    and t.value.id in ("self", "cls")
+                ):
                     return n.lineno, getattr(n, "end_lineno", n.lineno) or n.lineno
     return None
 
@@ -248,7 +281,8 @@ def _attribute_lines(mod: ModuleIndex, cls: ClassInfo, name: str) -> tuple[int, 
 _TORCH_MODULE = {"torch.nn.Module", "torch.nn.modules.module.Module"}
 #: what torch.nn.Module (2.x) defines, class and instance attributes: a name outside
 #: this list, not defined by the engine class or its engine bases, is missing
-_TORCH_MODULE_ATTRS = frozenset("""
+_TORCH_MODULE_ATTRS = frozenset(
+    """
 T_destination dump_patches call_super_init training forward __call__ __init__ __getattr__ __setattr__
 __delattr__ __dir__ __getstate__ __setstate__ __repr__ _version _parameters _buffers
 _non_persistent_buffers_set _backward_pre_hooks _backward_hooks _is_full_backward_hook _forward_hooks
@@ -264,7 +298,8 @@ _register_state_dict_hook _register_load_state_dict_pre_hook register_load_state
 register_load_state_dict_post_hook _load_from_state_dict load_state_dict _named_members parameters
 named_parameters buffers named_buffers children named_children modules named_modules train eval
 requires_grad_ zero_grad share_memory _get_name extra_repr _replicate_for_data_parallel compile
-""".split())
+""".split()
+)
 
 
 def _external_base(mod: ModuleIndex, base: str) -> str:
@@ -284,8 +319,7 @@ def _class_decorators(mod: ModuleIndex, cls: ClassInfo) -> list[str]:
     return [dotted(d, THROUGH) or "?" for d in node.decorator_list]
 
 
-def _in_class(ctx, mod: ModuleIndex, cls: ClassInfo, rest: list[str], depth: int,
-              seen: set | None = None) -> Lookup:
+def _in_class(ctx, mod: ModuleIndex, cls: ClassInfo, rest: list[str], depth: int, seen: set | None = None) -> Lookup:
     if not rest:
         return Lookup("found", "class", mod.path, cls.line, cls.end_line, cls.qualname, module=mod)
     seen = seen if seen is not None else set()
@@ -309,8 +343,7 @@ def _in_class(ctx, mod: ModuleIndex, cls: ClassInfo, rest: list[str], depth: int
     if name.startswith("__") and name.endswith("__") and name in dir(object):
         if len(rest) > 1:
             return _unknown(f"an attribute of `{nested}`")
-        return Lookup("found", "attribute", mod.path, cls.line, cls.end_line, nested, module=mod,
-                      owner_is_class=True)
+        return Lookup("found", "attribute", mod.path, cls.line, cls.end_line, nested, module=mod, owner_is_class=True)
     unknown_reason = ""
     for deco in _class_decorators(mod, cls):
         if deco not in _HARMLESS_CLASS_DECORATORS:
@@ -321,8 +354,17 @@ def _in_class(ctx, mod: ModuleIndex, cls: ClassInfo, rest: list[str], depth: int
             if name in _TORCH_MODULE_ATTRS:
                 if len(rest) > 1:
                     return _unknown(f"an attribute of `{nested}`")
-                return Lookup("found", "attribute", mod.path, cls.line, cls.end_line, nested, module=mod,
-                              owner_is_class=True, reason="inherited from torch.nn.Module")
+                return Lookup(
+                    "found",
+                    "attribute",
+                    mod.path,
+                    cls.line,
+                    cls.end_line,
+                    nested,
+                    module=mod,
+                    owner_is_class=True,
+                    reason="inherited from torch.nn.Module",
+                )
             continue
         if got is None:
             if base not in _TRIVIAL_BASES and not unknown_reason:
@@ -334,8 +376,15 @@ def _in_class(ctx, mod: ModuleIndex, cls: ClassInfo, rest: list[str], depth: int
     if unknown_reason:
         return _unknown(unknown_reason)
     cands = sorted(set(cls.methods) | cls.attributes)
-    return Lookup("missing", reason=f"`{cls.qualname}` ({mod.path}:{cls.line}) has no `{name}`", path=mod.path,
-                  line=cls.line, suggestions=tuple(difflib.get_close_matches(name, cands, n=2)), module=mod)
+    return Lookup(
+        "missing",
+        reason=f"`{cls.qualname}` ({mod.path}:{cls.line}) has no `{name}`",
+        path=mod.path,
+        line=cls.line,
+        suggestions=tuple(difflib.get_close_matches(name, cands, n=2)),
+        module=mod,
+    )
+
 
 def definition_text(ctx, got: Lookup) -> str | None:
     """The source text of a definition, normalised so that moving it (other
@@ -362,8 +411,8 @@ def definition_text(ctx, got: Lookup) -> str | None:
                 end = getattr(node, "end_lineno", got.line) or got.line
                 break
         else:
-            return None   # inherited from outside the engine (object, torch.nn.Module)
+            return None  # inherited from outside the engine (object, torch.nn.Module)
     elif got.kind == "module":
         return None
-    body = "\n".join(l.rstrip() for l in lines[start - 1:end])
+    body = "\n".join(l.rstrip() for l in lines[start - 1 : end])
     return textwrap.dedent(body).strip("\n")

@@ -36,7 +36,7 @@ class _BoundedTarInfo(tarfile.TarInfo):
     def _skip_extension(self, tf, why: str):
         # the header's data starts right after it; tarfile's stream reads it by chunks
         end = self.offset + tarfile.BLOCKSIZE + self._block(self.size)  # type: ignore[attr-defined]
-        if end > limits.MAX_TOTAL_BYTES + 64 * 1024 * 1024:   # a stream seeks block by block: 2**64 spins
+        if end > limits.MAX_TOTAL_BYTES + 64 * 1024 * 1024:  # a stream seeks block by block: 2**64 spins
             raise tarfile.ReadError(f"a header claims {self.size} bytes, more than an archive may unpack to")
         tf.fileobj.seek(end)
         try:
@@ -50,19 +50,21 @@ class _BoundedTarInfo(tarfile.TarInfo):
     def _proc_gnulong(self, tf):
         if self.size > limits.MAX_NAME_BYTES:
             what = "long name" if self.type == tarfile.GNUTYPE_LONGNAME else "long link name"
-            return self._skip_extension(tf, f"GNU {what} of {self.size} bytes (limit {limits.MAX_NAME_BYTES}): "
-                                            f"not read")
+            return self._skip_extension(
+                tf, f"GNU {what} of {self.size} bytes (limit {limits.MAX_NAME_BYTES}): not read"
+            )
         return super()._proc_gnulong(tf)
 
     def _proc_pax(self, tf):
         if self.size > limits.MAX_PAX_HEADER_BYTES:
-            return self._skip_extension(tf, f"pax header of {self.size} bytes (limit {limits.MAX_PAX_HEADER_BYTES}): "
-                                            f"not read")
+            return self._skip_extension(
+                tf, f"pax header of {self.size} bytes (limit {limits.MAX_PAX_HEADER_BYTES}): not read"
+            )
         return super()._proc_pax(tf)
 
     def _proc_sparse(self, tf):
         got = getattr(self, "_sparse_structs", None)
-        if got is None:   # pragma: no cover - another tarfile: its own reader
+        if got is None:  # pragma: no cover - another tarfile: its own reader
             nxt = super()._proc_sparse(tf)
             nxt.refused = "sparse member"
             return nxt
@@ -73,8 +75,11 @@ class _BoundedTarInfo(tarfile.TarInfo):
             buf = tf.fileobj.read(tarfile.BLOCKSIZE)
             blocks += 1
             if len(buf) < tarfile.BLOCKSIZE or blocks > limits.MAX_SPARSE_BLOCKS:
-                raise tarfile.ReadError(f"a sparse member with more than {limits.MAX_SPARSE_BLOCKS} extension headers"
-                                        if blocks > limits.MAX_SPARSE_BLOCKS else "unexpected end of data")
+                raise tarfile.ReadError(
+                    f"a sparse member with more than {limits.MAX_SPARSE_BLOCKS} extension headers"
+                    if blocks > limits.MAX_SPARSE_BLOCKS
+                    else "unexpected end of data"
+                )
             extended = bool(buf[504])
         self.sparse = []
         self.refused = "sparse member"
@@ -111,12 +116,11 @@ class SdistSource(EngineSource):
                     self._data[norm] = None
         except EngineError:
             raise
-        except RecursionError as e:   # a chain of extension headers
-            raise EngineError(f"engine {name!r}: cannot read {path} as a tar archive: headers nested too "
-                              f"deeply") from e
+        except RecursionError as e:  # a chain of extension headers
+            raise EngineError(f"engine {name!r}: cannot read {path} as a tar archive: headers nested too deeply") from e
         except (OSError, tarfile.TarError, EOFError, zlib.error, lzma.LZMAError) as e:
             raise EngineError(f"engine {name!r}: cannot read {path} as a tar archive: {e}") from e
-        except Exception as e:   # tarfile raises what a hostile header makes it meet (int(""), ...)
+        except Exception as e:  # tarfile raises what a hostile header makes it meet (int(""), ...)
             raise EngineError(f"engine {name!r}: cannot read {path} as a tar archive: {e!r}") from e
 
     def warnings(self) -> list[str]:
@@ -138,9 +142,11 @@ class SdistSource(EngineSource):
                 # there block by block, so a size of 2**64 (base-256, any type) would
                 # spin for ever after the end of the data
                 if member.offset_data + max(member.size, 0) > limits.MAX_TOTAL_BYTES + 64 * 1024 * 1024:
-                    raise EngineError(f"{what}: member {shown_name(member.name)!r} claims "
-                                      f"{member.size} bytes, more than an archive may unpack to "
-                                      f"({fmt_size(limits.MAX_TOTAL_BYTES)})")
+                    raise EngineError(
+                        f"{what}: member {shown_name(member.name)!r} claims "
+                        f"{member.size} bytes, more than an archive may unpack to "
+                        f"({fmt_size(limits.MAX_TOTAL_BYTES)})"
+                    )
                 count += 1
                 if count > limits.MAX_MEMBERS:
                     raise EngineError(f"{what} has more than {limits.MAX_MEMBERS} members")
@@ -151,8 +157,9 @@ class SdistSource(EngineSource):
                     continue
                 if len(member.name.encode("utf-8", "surrogateescape")) > limits.MAX_NAME_BYTES:
                     if record:
-                        self.skipped.append((shown_name(member.name),
-                                             f"member name over {limits.MAX_NAME_BYTES} bytes"))
+                        self.skipped.append(
+                            (shown_name(member.name), f"member name over {limits.MAX_NAME_BYTES} bytes")
+                        )
                     continue
                 if member.isdir():
                     continue
@@ -163,8 +170,11 @@ class SdistSource(EngineSource):
                     continue
                 if not member.isreg():
                     if record:
-                        kind = "symlink member" if member.issym() else (
-                            "hard link member" if member.islnk() else "not a regular file")
+                        kind = (
+                            "symlink member"
+                            if member.issym()
+                            else ("hard link member" if member.islnk() else "not a regular file")
+                        )
                         self.skipped.append((member.name, kind))
                     continue
                 total += member.size
@@ -172,8 +182,12 @@ class SdistSource(EngineSource):
                     raise EngineError(f"{what} unpacks to more than {fmt_size(limits.MAX_TOTAL_BYTES)}")
                 if member.size > limits.MAX_MEMBER_BYTES:
                     if record:
-                        self.skipped.append((member.name, f"over the {fmt_size(limits.MAX_MEMBER_BYTES)} limit "
-                                                          f"({fmt_size(member.size)})"))
+                        self.skipped.append(
+                            (
+                                member.name,
+                                f"over the {fmt_size(limits.MAX_MEMBER_BYTES)} limit ({fmt_size(member.size)})",
+                            )
+                        )
                     continue
                 yield norm, member, tf
 
@@ -191,8 +205,11 @@ class SdistSource(EngineSource):
         def too_much() -> EngineError:
             return EngineError(f"{what} unpacks to more than {fmt_size(limits.MAX_TOTAL_BYTES)}")
 
-        return io.BufferedReader(BoundedStream(self.path, raw, limits.MAX_TOTAL_BYTES + 64 * 1024 * 1024,
-                                               base=fh, too_much=too_much, wrap_errors=False))
+        return io.BufferedReader(
+            BoundedStream(
+                self.path, raw, limits.MAX_TOTAL_BYTES + 64 * 1024 * 1024, base=fh, too_much=too_much, wrap_errors=False
+            )
+        )
 
     def _list(self) -> Iterable[str]:
         return self._data.keys()
@@ -213,8 +230,7 @@ class SdistSource(EngineSource):
         except EngineError:
             raise
         except RecursionError as e:
-            raise EngineError(f"engine {self.name!r} ({self.label}): cannot read {p}: headers nested too "
-                              f"deeply") from e
+            raise EngineError(f"engine {self.name!r} ({self.label}): cannot read {p}: headers nested too deeply") from e
         except (OSError, tarfile.TarError, EOFError, zlib.error, lzma.LZMAError) as e:
             raise EngineError(f"engine {self.name!r} ({self.label}): cannot read {p}: {e}") from e
         except Exception as e:

@@ -61,8 +61,6 @@ def split_git_spec(spec: str) -> tuple[str, str] | None:
     return None
 
 
-
-
 def open_engine(spec: str, name: str = "engine") -> EngineSource:
     """Open an engine source from a spec:
 

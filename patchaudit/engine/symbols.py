@@ -29,9 +29,9 @@ class EngineIndex:
     def __init__(self, engine):
         self.engine = engine
         self._modules: dict[str, ModuleIndex] = {}
-        self._texts: dict[str, str] | None = None        # every .py file's text (see py_texts)
-        self._needles: dict[str, list[str]] = {}          # needle -> .py files containing it
-        self._named: dict[str, list[FuncInfo]] = {}       # functions_named memo
+        self._texts: dict[str, str] | None = None  # every .py file's text (see py_texts)
+        self._needles: dict[str, list[str]] = {}  # needle -> .py files containing it
+        self._named: dict[str, list[FuncInfo]] = {}  # functions_named memo
 
     def module_by_path(self, path: str) -> ModuleIndex | None:
         if path not in self._modules:
@@ -116,8 +116,9 @@ class EngineIndex:
                 return got[0], got[0].classes[got[2]]
         return None
 
-    def find_method(self, mod: ModuleIndex, cls: ClassInfo, name: str,
-                    skip_self: bool = False, _seen: set | None = None) -> tuple[ModuleIndex, FuncInfo] | None:
+    def find_method(
+        self, mod: ModuleIndex, cls: ClassInfo, name: str, skip_self: bool = False, _seen: set | None = None
+    ) -> tuple[ModuleIndex, FuncInfo] | None:
         """Method lookup through the class hierarchy (depth-first, left to right)."""
         seen = _seen if _seen is not None else set()
         key = (mod.path, cls.qualname)
@@ -183,10 +184,10 @@ class EngineIndex:
 class CallShape:
     """The arguments a call passes, as far as they can be known statically."""
 
-    positional: int                   # plain positional arguments
-    keywords: tuple[str, ...]         # keyword names, in order
-    star_args: bool = False           # a `*args` argument
-    star_kwargs: bool = False         # a `**kwargs` argument
+    positional: int  # plain positional arguments
+    keywords: tuple[str, ...]  # keyword names, in order
+    star_args: bool = False  # a `*args` argument
+    star_kwargs: bool = False  # a `**kwargs` argument
 
     def passes(self, params: list[Param], name: str) -> bool | None:
         """Does the call pass parameter `name` of `params`?  None when `*`/`**` make it unknowable."""
@@ -209,13 +210,13 @@ class Callee:
     """A call's engine definition and how it is reached."""
 
     func: FuncInfo
-    how: str            # function | method | constructor | unbound (Class.meth(obj, ...))
+    how: str  # function | method | constructor | unbound (Class.meth(obj, ...))
 
     def params(self) -> list[Param]:
         """The parameters the call's arguments bind to."""
         f = self.func
         if self.how == "unbound" and not (f.is_static or f.is_classmethod):
-            return list(f.params)          # self is passed explicitly
+            return list(f.params)  # self is passed explicitly
         return f.bound_params()
 
 
@@ -223,7 +224,7 @@ class Callee:
 class CallSite:
     path: str
     line: int
-    symbol: str | None                 # the enclosing def/class ("Class.method")
+    symbol: str | None  # the enclosing def/class ("Class.method")
     shape: CallShape
 
     @property
@@ -243,8 +244,9 @@ def ast_call_shape(call: ast.Call) -> CallShape:
     return CallShape(pos, kws, star, any(k.arg is None for k in call.keywords))
 
 
-def _method_of(index: "EngineIndex", mod: ModuleIndex, cls: ClassInfo, name: str, how: str,
-               skip_self: bool = False) -> Callee | None:
+def _method_of(
+    index: "EngineIndex", mod: ModuleIndex, cls: ClassInfo, name: str, how: str, skip_self: bool = False
+) -> Callee | None:
     if name == "__init__" and how == "constructor":
         # only an __init__ the class writes itself: dataclasses, NamedTuples and
         # pydantic models generate theirs from fields this index does not read

@@ -20,7 +20,9 @@ _VER_RE = re.compile(
     r"(?:[-_.]?(a|b|c|rc|alpha|beta|pre|preview)[-_.]?(\d*))?"
     r"(?:[-_.]?(post|rev|r)[-_.]?(\d*))?"
     r"(?:[-_.]?(dev)[-_.]?(\d*))?"
-    r"(?:\+[A-Za-z0-9.]+)?\s*$", re.I)
+    r"(?:\+[A-Za-z0-9.]+)?\s*$",
+    re.I,
+)
 _PRE_RANK = {"a": 0, "alpha": 0, "b": 1, "beta": 1, "c": 2, "rc": 2, "pre": 2, "preview": 2}
 
 
@@ -102,8 +104,10 @@ class Version:
         return hash(self.key)
 
 
-_VERSION_ASSIGN_RE = re.compile(r"""(?m)^(?:__version__|version|VERSION)\s*(?::[^=\n]*)?=\s*"""
-                                r"""(?:__version__\s*=\s*)?["']([^"'\n]+)["']""")
+_VERSION_ASSIGN_RE = re.compile(
+    r"""(?m)^(?:__version__|version|VERSION)\s*(?::[^=\n]*)?=\s*"""
+    r"""(?:__version__\s*=\s*)?["']([^"'\n]+)["']"""
+)
 _PKG_INFO_RE = re.compile(r"(?m)^(MAJOR|MINOR|PATCH)\s*=\s*(\d+)")
 _DIST_RE = re.compile(r"^([A-Za-z0-9_.]+?)-(\d[^-/]*)\.(?:dist|egg)-info$")
 
@@ -177,7 +181,7 @@ def _python_paths(source) -> list[str]:
         files = source.files()
     except Exception:
         roots, files = [""], []
-    return [f[len(root):] for f in files if f.endswith(".py") for root in roots if f.startswith(root)]
+    return [f[len(root) :] for f in files if f.endswith(".py") for root in roots if f.startswith(root)]
 
 
 def top_packages(source) -> frozenset[str]:
@@ -224,7 +228,7 @@ def path_version_tag(path: str, packages: Iterable[str]) -> tuple[str | None, st
         rest = comp
         for p in packages:
             if comp.lower().startswith(p.lower()) and len(comp) > len(p):
-                tail = comp[len(p):].lstrip("_-.")
+                tail = comp[len(p) :].lstrip("_-.")
                 if tail and (tail[0].isdigit() or (tail[0] in "vV" and tail[1:2].isdigit())):
                     pkg, rest = p, tail
                     break
@@ -247,14 +251,17 @@ def tag_matches(tag: str, version: str | None) -> bool:
     if v is None or t is None:
         return False
     if v.release[: len(t.release)] != t.release and not (
-            len(v.release) < len(t.release) and t.release[len(v.release):] == (0,) * (len(t.release) - len(v.release))
-            and t.release[: len(v.release)] == v.release):
+        len(v.release) < len(t.release)
+        and t.release[len(v.release) :] == (0,) * (len(t.release) - len(v.release))
+        and t.release[: len(v.release)] == v.release
+    ):
         return False
-    extra = tag[len(".".join(str(x) for x in t.release)):].strip(".")
+    extra = tag[len(".".join(str(x) for x in t.release)) :].strip(".")
     if extra:
         full = Version.parse(tag)
         return full is not None and full == v
     return True
+
 
 def engine_title(ctx, pkg: str) -> str:
     ver = engine_versions(ctx.source).get(pkg)
@@ -265,7 +272,8 @@ def engine_summary(ctx) -> str:
     """An engine as a user names it: its packages' versions and where it comes from."""
     versions = engine_versions(ctx.source)
     tops = sorted(top_packages(ctx.source))
-    named = [f"{p} {versions[p]}" for p in tops if p in versions and p in DEFAULT_PACKAGES] or \
-            [f"{p} {versions[p]}" for p in tops if p in versions][:3]
+    named = [f"{p} {versions[p]}" for p in tops if p in versions and p in DEFAULT_PACKAGES] or [
+        f"{p} {versions[p]}" for p in tops if p in versions
+    ][:3]
     label = ctx.source.label
     return f"{', '.join(named)} ({label})" if named else label

@@ -35,7 +35,7 @@ def _zip_directory_entries(path: str) -> int | None:
     except (OSError, AttributeError, IndexError, TypeError, ValueError, struct.error):
         return None
     count, pos = 0, 0
-    while pos + 46 <= len(cd) and cd[pos:pos + 4] == b"PK\x01\x02":
+    while pos + 46 <= len(cd) and cd[pos : pos + 4] == b"PK\x01\x02":
         n, m, k = struct.unpack_from("<HHH", cd, pos + 28)
         pos += 46 + n + m + k
         count += 1
@@ -73,7 +73,7 @@ class WheelSource(EngineSource):
             zf = zipfile.ZipFile(fh)
         except (OSError, zipfile.BadZipFile, zipfile.LargeZipFile) as e:
             raise EngineError(f"engine {name!r}: cannot read {path} as a zip archive: {e}") from e
-        except Exception as e:   # a hostile directory: zipfile raises what it meets (Unicode, version...)
+        except Exception as e:  # a hostile directory: zipfile raises what it meets (Unicode, version...)
             raise EngineError(f"engine {name!r}: cannot read {path} as a zip archive: {e!r}") from e
         try:
             infos = zf.infolist()
@@ -86,7 +86,7 @@ class WheelSource(EngineSource):
                 )
             members: dict[str, zipfile.ZipInfo] = {}
             for info in infos:
-                if not info.filename:   # a name zipfile cut at a NUL
+                if not info.filename:  # a name zipfile cut at a NUL
                     self.skipped.append(("", "empty member name"))
                     continue
                 if info.is_dir():
@@ -107,12 +107,20 @@ class WheelSource(EngineSource):
                     self.skipped.append((info.filename, "not a regular file"))
                     continue
                 if info.file_size > limits.MAX_MEMBER_BYTES:
-                    self.skipped.append((info.filename, f"over the {fmt_size(limits.MAX_MEMBER_BYTES)} limit "
-                                                        f"({fmt_size(info.file_size)})"))
+                    self.skipped.append(
+                        (
+                            info.filename,
+                            f"over the {fmt_size(limits.MAX_MEMBER_BYTES)} limit ({fmt_size(info.file_size)})",
+                        )
+                    )
                     continue
                 if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
-                    self.skipped.append((info.filename, f"compression method {info.compress_type} (only "
-                                                        f"stored and deflated members are read)"))
+                    self.skipped.append(
+                        (
+                            info.filename,
+                            f"compression method {info.compress_type} (only stored and deflated members are read)",
+                        )
+                    )
                     continue
                 if info.flag_bits & 0x1:
                     self.skipped.append((info.filename, "encrypted member"))
@@ -124,7 +132,7 @@ class WheelSource(EngineSource):
         except Exception as e:
             zf.close()
             raise EngineError(f"engine {name!r}: cannot read {path} as a zip archive: {e!r}") from e
-        zf.close()   # the bytes are read by _inflate, from the file itself
+        zf.close()  # the bytes are read by _inflate, from the file itself
         return members
 
     def warnings(self) -> list[str]:
@@ -145,14 +153,17 @@ class WheelSource(EngineSource):
             data = self._inflate(info, min(info.file_size, limits.MAX_MEMBER_BYTES))
         except (OSError, zlib.error, struct.error) as e:
             raise EngineError(f"{what}: cannot read: {e}") from e
-        except Exception as e:   # whatever a hostile member makes the reader meet
+        except Exception as e:  # whatever a hostile member makes the reader meet
             raise EngineError(f"{what}: cannot read: {e!r}") from e
         if len(data) > info.file_size:
-            raise EngineError(f"{what} refused: its data inflates to more than the {info.file_size} bytes its "
-                              f"header says (limit {fmt_size(limits.MAX_MEMBER_BYTES)})")
+            raise EngineError(
+                f"{what} refused: its data inflates to more than the {info.file_size} bytes its "
+                f"header says (limit {fmt_size(limits.MAX_MEMBER_BYTES)})"
+            )
         if len(data) < info.file_size:
-            raise EngineError(f"{what} refused: its data inflates to {len(data)} bytes where its header "
-                              f"says {info.file_size}")
+            raise EngineError(
+                f"{what} refused: its data inflates to {len(data)} bytes where its header says {info.file_size}"
+            )
         if zlib.crc32(data) != info.CRC:
             raise EngineError(f"{what} refused: its CRC does not match its header")
         return data

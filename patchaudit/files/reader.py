@@ -57,8 +57,7 @@ _KIND = {
 class ReadError(OSError):
     """A file that is not read, with the reason; `str()` is `path: reason`."""
 
-    def __init__(self, path: str, reason: str, line: int | None = None, *,
-                 cause: BaseException | None = None):
+    def __init__(self, path: str, reason: str, line: int | None = None, *, cause: BaseException | None = None):
         super().__init__(reason)
         self.path = path
         self.reason = reason
@@ -200,8 +199,16 @@ class BoundedStream(io.RawIOBase):
     ("cannot decompress"), or go through unchanged when `wrap_errors` is False.
     Closing it closes `raw` and then `base`, the file under a decompressor."""
 
-    def __init__(self, path: str, raw, limit: int, *, base: IO[bytes] | None = None,
-                 too_much: Callable[[], Exception] | None = None, wrap_errors: bool = True):
+    def __init__(
+        self,
+        path: str,
+        raw,
+        limit: int,
+        *,
+        base: IO[bytes] | None = None,
+        too_much: Callable[[], Exception] | None = None,
+        wrap_errors: bool = True,
+    ):
         self._path, self._raw, self._limit, self._seen = path, raw, limit, 0
         self._base, self._too_much, self._wrap = base, too_much, wrap_errors
 
@@ -246,9 +253,9 @@ def decompressing(fh: io.BufferedReader):
     return fh
 
 
-def open_maybe_compressed(path: str, limit: int = DEFAULT_LIMIT, *,
-                          compressed_limit: int | None = None,
-                          root: str | None = None) -> io.BufferedReader:
+def open_maybe_compressed(
+    path: str, limit: int = DEFAULT_LIMIT, *, compressed_limit: int | None = None, root: str | None = None
+) -> io.BufferedReader:
     """A binary stream of a regular file, decompressed on the fly when it starts
     with a gzip, bzip2 or xz signature.  Both the file on disk
     (`compressed_limit`, default `limit`) and what it decompresses to (`limit`)

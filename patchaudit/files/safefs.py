@@ -30,9 +30,12 @@ _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 _BINARY = getattr(os, "O_BINARY", 0)
 
 #: folders are opened relative to their parent's descriptor
-FD_OK = bool(NOFOLLOW and _DIRECTORY) and all(
-    f in os.supports_dir_fd for f in (os.open, os.mkdir, os.stat, os.unlink, os.rmdir, os.rename)
-) and os.scandir in os.supports_fd and os.stat in os.supports_follow_symlinks
+FD_OK = (
+    bool(NOFOLLOW and _DIRECTORY)
+    and all(f in os.supports_dir_fd for f in (os.open, os.mkdir, os.stat, os.unlink, os.rmdir, os.rename))
+    and os.scandir in os.supports_fd
+    and os.stat in os.supports_follow_symlinks
+)
 
 TMP_PREFIX = ".tmp-"
 
@@ -50,8 +53,14 @@ class Refused(OSError):
 
 
 def _name_ok(name: str) -> bool:
-    return bool(name) and name not in (".", "..") and "/" not in name and os.sep not in name \
-        and (os.altsep is None or os.altsep not in name) and "\0" not in name
+    return (
+        bool(name)
+        and name not in (".", "..")
+        and "/" not in name
+        and os.sep not in name
+        and (os.altsep is None or os.altsep not in name)
+        and "\0" not in name
+    )
 
 
 class Folder:
@@ -114,7 +123,7 @@ class Folder:
                 try:
                     os.mkdir(self._target(name), mode, **self._kw())
                 except FileExistsError:
-                    pass   # made meanwhile (or a symlink): open it again, and see
+                    pass  # made meanwhile (or a symlink): open it again, and see
                 continue
             except OSError as exc:
                 st = self.lstat(name)
@@ -193,8 +202,12 @@ class Folder:
     def create(self, name: str, data: bytes, mode: int = 0o666) -> bool:
         """Write a new file `name`; False when anything (a symlink too) is there already."""
         try:
-            fd = os.open(self._target(name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW | _CLOEXEC | _BINARY,
-                         mode, **self._kw())
+            fd = os.open(
+                self._target(name),
+                os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW | _CLOEXEC | _BINARY,
+                mode,
+                **self._kw(),
+            )
         except FileExistsError:
             return False
         try:
@@ -210,8 +223,12 @@ class Folder:
         for _ in range(100):
             tmp = TMP_PREFIX + secrets.token_hex(8)
             try:
-                fd = os.open(self._target(tmp), os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW | _CLOEXEC | _BINARY,
-                             0o600, **self._kw())
+                fd = os.open(
+                    self._target(tmp),
+                    os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW | _CLOEXEC | _BINARY,
+                    0o600,
+                    **self._kw(),
+                )
                 break
             except FileExistsError:
                 continue
@@ -262,8 +279,9 @@ def umask() -> int:
     return mask
 
 
-def open_folder(base: str, parts: Sequence[str] = (), *, create: bool = False, mode: int = 0o777,
-                private: bool = False) -> Folder:
+def open_folder(
+    base: str, parts: Sequence[str] = (), *, create: bool = False, mode: int = 0o777, private: bool = False
+) -> Folder:
     """The folder `base/parts...`.  `base` is trusted and opened as it is (following
     symlinks; made with its parents when missing and `create`); each of `parts` is
     reached with `Folder.sub` (never a symlink: Refused)."""

@@ -80,11 +80,11 @@ def _secret() -> bytes | None:
                         key = got[0] if len(got[0]) == 32 else None
                         break
                     if folder.lstat("cache-key") is not None:
-                        break   # there, and not a regular file of ours: not a key
+                        break  # there, and not a regular file of ours: not a key
                     import secrets
 
                     if folder.create("cache-key", secrets.token_bytes(32), 0o600):
-                        continue   # read back what was written
+                        continue  # read back what was written
                     # another run created it meanwhile: read it
         except OSError:
             continue
@@ -128,7 +128,7 @@ class Location:
 
     base: str
     parts: tuple[str, ...] = ()
-    private: bool = False      # the user's own folders: owned by this user, mode 0700
+    private: bool = False  # the user's own folders: owned by this user, mode 0700
 
     @property
     def path(self) -> str:
@@ -138,8 +138,13 @@ class Location:
         return Location(self.base, self.parts + tuple(more), self.private)
 
     def open(self, *more: str, create: bool = False) -> Folder:
-        return open_folder(self.base, self.parts + tuple(more), create=create,
-                           mode=0o700 if self.private else 0o777, private=self.private)
+        return open_folder(
+            self.base,
+            self.parts + tuple(more),
+            create=create,
+            mode=0o700 if self.private else 0o777,
+            private=self.private,
+        )
 
 
 #: cache roots checked by `cache_root`, by path: how to reach them safely

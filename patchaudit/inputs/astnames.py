@@ -11,10 +11,10 @@ from __future__ import annotations
 import ast
 
 #: `dotted(..., calls=...)`: how a call or subscript inside the chain reads
-PLAIN = ""            # `a.b.c` only; anything else -> None
-SUPER = "super"       # also `super().x` -> "super().x" (a callee as the symbol index resolves it)
-ANY_CALL = "any"      # a call's callee is kept with its parentheses: `f().g` -> "f().g"
-THROUGH = "through"   # calls and subscripts are looked through: `Generic[T]` -> "Generic", `f().g` -> "f.g"
+PLAIN = ""  # `a.b.c` only; anything else -> None
+SUPER = "super"  # also `super().x` -> "super().x" (a callee as the symbol index resolves it)
+ANY_CALL = "any"  # a call's callee is kept with its parentheses: `f().g` -> "f().g"
+THROUGH = "through"  # calls and subscripts are looked through: `Generic[T]` -> "Generic", `f().g` -> "f.g"
 
 
 def dotted(node: ast.AST, calls: str = PLAIN) -> str | None:
@@ -30,8 +30,12 @@ def dotted(node: ast.AST, calls: str = PLAIN) -> str | None:
         return node.id
     if isinstance(node, ast.Attribute):
         value = node.value
-        if calls == SUPER and isinstance(value, ast.Call) and isinstance(value.func, ast.Name) \
-                and value.func.id == "super":
+        if (
+            calls == SUPER
+            and isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Name)
+            and value.func.id == "super"
+        ):
             return f"super().{node.attr}"
         base = dotted(value, calls)
         if base is None and calls == ANY_CALL and isinstance(value, ast.Call):

@@ -12,9 +12,9 @@ from __future__ import annotations
 import libcst as cst
 
 #: `dotted(..., calls=...)`: how a call inside the chain reads
-PLAIN = ""          # `a.b.c` only; any call -> None
-SUPER = "super"     # also `super().x` -> "super().x" (and `super()` itself -> "super()")
-ANY_CALL = "any"    # a call's callee is kept with its parentheses: `f().g` -> "f().g"
+PLAIN = ""  # `a.b.c` only; any call -> None
+SUPER = "super"  # also `super().x` -> "super().x" (and `super()` itself -> "super()")
+ANY_CALL = "any"  # a call's callee is kept with its parentheses: `f().g` -> "f().g"
 
 
 def dotted(node: cst.CSTNode | None, calls: str = PLAIN) -> str | None:
@@ -32,8 +32,7 @@ def dotted(node: cst.CSTNode | None, calls: str = PLAIN) -> str | None:
             inner = dotted(node.value.func, calls)
             base = f"{inner}()" if inner else None
         return f"{base}.{node.attr.value}" if base else None
-    if calls == SUPER and isinstance(node, cst.Call) and isinstance(node.func, cst.Name) \
-            and node.func.value == "super":
+    if calls == SUPER and isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "super":
         return "super()"
     return None
 

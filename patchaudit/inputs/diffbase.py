@@ -121,8 +121,9 @@ def changed_lines(paths: list[str], ref: str) -> ChangedLines:
         wt = WorkTree.discover(cwd)
     except NotARepository:
         shown = ", ".join(paths) if paths else "."
-        raise DiffBaseError(f"--diff-base: {shown} is not inside a git repository "
-                            f"(the current directory {cwd} is not in one)") from None
+        raise DiffBaseError(
+            f"--diff-base: {shown} is not inside a git repository (the current directory {cwd} is not in one)"
+        ) from None
     except GitError as exc:
         raise DiffBaseError(f"--diff-base: {exc}") from None
     top = wt.top
@@ -130,12 +131,16 @@ def changed_lines(paths: list[str], ref: str) -> ChangedLines:
     for p in paths or ["."]:
         real = os.path.realpath(p)
         if os.path.commonpath([real, top]) != top:
-            raise DiffBaseError(f"--diff-base: {p} is outside the git repository of the current directory "
-                                f"({top}); run patchaudit from inside its repository")
+            raise DiffBaseError(
+                f"--diff-base: {p} is outside the git repository of the current directory "
+                f"({top}); run patchaudit from inside its repository"
+            )
         nested = _nested_repository(real, top)
         if nested is not None:
-            raise DiffBaseError(f"--diff-base: {p} is in another git repository ({nested}) than the current "
-                                f"directory's ({top}); run patchaudit from inside it")
+            raise DiffBaseError(
+                f"--diff-base: {p} is in another git repository ({nested}) than the current "
+                f"directory's ({top}); run patchaudit from inside it"
+            )
         rels.append(os.path.relpath(real, top).replace(os.sep, "/"))
     try:
         proc = wt.git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False)
@@ -145,18 +150,33 @@ def changed_lines(paths: list[str], ref: str) -> ChangedLines:
             if ref != "HEAD" or head.returncode == 0:
                 raise DiffBaseError(f"--diff-base: {ref!r} is not a commit of the repository at {top}")
             # the first commit of a new repository (a pre-commit hook's --diff-base HEAD): all is new
-            commit = wt.git("hash-object", "-t", "tree", "--stdin", "--no-filters", input=b"").stdout \
-                .decode("ascii").strip()
+            commit = (
+                wt.git("hash-object", "-t", "tree", "--stdin", "--no-filters", input=b"").stdout.decode("ascii").strip()
+            )
         result = ChangedLines(ref, commit)
         spec = ["--"] + (rels if "." not in rels else ["."])
-        text = wt.git("diff-index", "-p", "--no-color", "--no-ext-diff", "--no-textconv", "--unified=0",
-                      "-M", "--no-relative", "--src-prefix=a/", "--dst-prefix=b/", "--ignore-submodules",
-                      commit, *spec).stdout.decode("utf-8", "surrogateescape")
-        untracked = wt.git("ls-files", "--others", "--exclude-standard", "-z", *spec).stdout \
-            .decode("utf-8", "surrogateescape")
+        text = wt.git(
+            "diff-index",
+            "-p",
+            "--no-color",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--unified=0",
+            "-M",
+            "--no-relative",
+            "--src-prefix=a/",
+            "--dst-prefix=b/",
+            "--ignore-submodules",
+            commit,
+            *spec,
+        ).stdout.decode("utf-8", "surrogateescape")
+        untracked = wt.git("ls-files", "--others", "--exclude-standard", "-z", *spec).stdout.decode(
+            "utf-8", "surrogateescape"
+        )
     except GitError as exc:
-        raise DiffBaseError(f"--diff-base: git diff {ref} failed in {top}: "
-                            f"{(exc.stderr or str(exc)).strip()}") from None
+        raise DiffBaseError(
+            f"--diff-base: git diff {ref} failed in {top}: {(exc.stderr or str(exc)).strip()}"
+        ) from None
     for rel, lines in parse_unified0(text).items():
         result.files[os.path.realpath(os.path.join(top, rel))] = lines
     for rel in untracked.split("\0"):

@@ -38,11 +38,27 @@ MAX_IGNORE_FILE = 1024 * 1024
 _BACKEND: str | None = None
 _HAVE_RE2: bool | None = None
 
-SKIP_DIRS = frozenset({
-    ".git", ".hg", ".svn", "__pycache__", "node_modules", ".tox", ".nox", ".venv", "venv",
-    ".mypy_cache", ".pytest_cache", ".ruff_cache", ".patchaudit_cache", ".eggs", "site-packages",
-    ".ipynb_checkpoints", "__pypackages__",
-})
+SKIP_DIRS = frozenset(
+    {
+        ".git",
+        ".hg",
+        ".svn",
+        "__pycache__",
+        "node_modules",
+        ".tox",
+        ".nox",
+        ".venv",
+        "venv",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+        ".patchaudit_cache",
+        ".eggs",
+        "site-packages",
+        ".ipynb_checkpoints",
+        "__pypackages__",
+    }
+)
 
 PATCH, PYTHON = "patch", "python"
 TEXT_KINDS = ("shell", "dockerfile", "yaml", "env")
@@ -58,8 +74,11 @@ def classify(path: str) -> str | None:
         return PYTHON
     if lower.endswith((".sh", ".bash", ".zsh", ".ksh")):
         return "shell"
-    if lower in ("dockerfile", "containerfile") or lower.startswith(("dockerfile.", "containerfile.")) \
-            or lower.endswith((".dockerfile", ".containerfile")):
+    if (
+        lower in ("dockerfile", "containerfile")
+        or lower.startswith(("dockerfile.", "containerfile."))
+        or lower.endswith((".dockerfile", ".containerfile"))
+    ):
         return "dockerfile"
     if lower.endswith((".yaml", ".yml")):
         return "yaml"
@@ -70,7 +89,7 @@ def classify(path: str) -> str | None:
 
 @dataclass(frozen=True)
 class SourceFile:
-    path: str      # as it will be reported (relative to the cwd when possible)
+    path: str  # as it will be reported (relative to the cwd when possible)
     kind: str
 
 
@@ -89,7 +108,7 @@ def read_error_message(exc: ReadError) -> str:
     reason = exc.reason
     tail = ", not a regular file: not read"
     if reason.endswith(tail):
-        return f"not a regular file ({reason[:-len(tail)]}): not read"
+        return f"not a regular file ({reason[: -len(tail)]}): not read"
     return reason
 
 
@@ -131,7 +150,7 @@ def _wildcards(pattern: str) -> tuple[int, int, int]:
             segments[-1].append("x")
             i += 2
             continue
-        if c == "[":   # a class: its `*` are literal
+        if c == "[":  # a class: its `*` are literal
             j = body.find("]", i + 2)
             if j > 0:
                 segments[-1].append("x")
@@ -154,7 +173,7 @@ def _wildcards(pattern: str) -> tuple[int, int, int]:
         total_segment += runs
     anchored = "/" in body
     if not anchored and not body.startswith("**"):
-        deep += 1   # pathspec matches it in any folder: `^(?:.+/)?...`
+        deep += 1  # pathspec matches it in any folder: `^(?:.+/)?...`
     return deep, most, deep + total_segment
 
 
@@ -167,12 +186,21 @@ def _safe_for_backtracking(pattern: str) -> str | None:
     if deep <= MAX_DEEP_WILDCARDS and most <= MAX_SEGMENT_WILDCARDS and total <= MAX_WILDCARDS:
         return None
     shown = pattern if len(pattern) <= 80 else pattern[:77] + "..."
-    return (f"pattern {shown!r} has {total} wildcards: too many to match safely without the re2 engine "
-            f"(Python's re would backtrack exponentially; install google-re2); pattern ignored")
+    return (
+        f"pattern {shown!r} has {total} wildcards: too many to match safely without the re2 engine "
+        f"(Python's re would backtrack exponentially; install google-re2); pattern ignored"
+    )
 
 
-def spec_from_lines(lines: list[str], *, backend: str | None = None, source: str | None = None,
-                    problems: list | None = None, first_line: int = 1, line_numbers: list | None = None):
+def spec_from_lines(
+    lines: list[str],
+    *,
+    backend: str | None = None,
+    source: str | None = None,
+    problems: list | None = None,
+    first_line: int = 1,
+    line_numbers: list | None = None,
+):
     """A gitignore-style matcher (pathspec); also validates patterns for the configuration.
 
     With the Python backend (no re2), a pattern that could backtrack exponentially is
@@ -185,12 +213,12 @@ def spec_from_lines(lines: list[str], *, backend: str | None = None, source: str
     if chosen == "re2":
         try:
             return pathspec.PathSpec.from_lines("gitignore", lines, backend="re2")
-        except ValueError:   # a pattern pathspec itself refuses: the caller decides
+        except ValueError:  # a pattern pathspec itself refuses: the caller decides
             raise
-        except Exception:    # a regex RE2 cannot take (`[[:alpha:]]`) that Python's re can
+        except Exception:  # a regex RE2 cannot take (`[[:alpha:]]`) that Python's re can
             if backend == "re2":
                 raise
-            chosen = "simple"   # the Python backend, after the wildcard check below
+            chosen = "simple"  # the Python backend, after the wildcard check below
     if chosen == "simple":
         kept = []
         for k, pattern in enumerate(lines):
@@ -202,7 +230,7 @@ def spec_from_lines(lines: list[str], *, backend: str | None = None, source: str
                 raise ValueError(why)
             line = line_numbers[k] if line_numbers is not None else first_line + k
             problems.append(FileError(source or "exclude", why, line))
-            kept.append("")   # keeps pathspec's pattern indices in step
+            kept.append("")  # keeps pathspec's pattern indices in step
         lines = kept
     import re
 
@@ -256,13 +284,18 @@ class _Ignores:
             try:
                 data = read_bytes(gi, MAX_IGNORE_FILE)
             except ReadError as exc:
-                self.errors.append(FileError(shown, read_error_message(exc) +
-                                             ("" if "limit" not in exc.reason else
-                                              " (a .gitignore; its patterns are not applied)")))
+                self.errors.append(
+                    FileError(
+                        shown,
+                        read_error_message(exc)
+                        + ("" if "limit" not in exc.reason else " (a .gitignore; its patterns are not applied)"),
+                    )
+                )
             else:
                 try:
-                    spec = spec_from_lines(data.decode("utf-8", "replace").splitlines(), source=shown,
-                                           problems=self.errors)
+                    spec = spec_from_lines(
+                        data.decode("utf-8", "replace").splitlines(), source=shown, problems=self.errors
+                    )
                 except ValueError:
                     spec = None
         self._specs[folder] = spec
@@ -346,13 +379,13 @@ def discover(paths: list[str], exclude: list[str] | None = None) -> tuple[list[S
 class _Folder:
     """One listed folder of the walk, as its children need it."""
 
-    d_pre: str        # its path as given, with a separator ("" for ".")
-    dres_pre: str     # its real path, with a separator
-    where: int        # _UNDER, _ABOVE or _ASIDE
-    prefix: str       # _UNDER: its path relative to the cwd, with a separator ("" for the cwd)
-    as_given: bool    # _UNDER: that relative path starts with "..": shown as given (`display`)
-    matchers: list    # (prefix, spec) of its .gitignore chain (see `_matchers`)
-    chain: list       # its .gitignore chain, for its subfolders
+    d_pre: str  # its path as given, with a separator ("" for ".")
+    dres_pre: str  # its real path, with a separator
+    where: int  # _UNDER, _ABOVE or _ASIDE
+    prefix: str  # _UNDER: its path relative to the cwd, with a separator ("" for the cwd)
+    as_given: bool  # _UNDER: that relative path starts with "..": shown as given (`display`)
+    matchers: list  # (prefix, spec) of its .gitignore chain (see `_matchers`)
+    chain: list  # its .gitignore chain, for its subfolders
 
 
 class _Walk:
@@ -376,7 +409,7 @@ class _Walk:
         except OSError as exc:
             if exc.errno in (errno.ENOENT, errno.ENOTDIR) and not os.path.islink(p):
                 self.errors.append(FileError(raw, "no such file or directory"))
-            else:   # a dangling symlink, a symlink loop, no permission: named, not a traceback
+            else:  # a dangling symlink, a symlink loop, no permission: named, not a traceback
                 self.errors.append(FileError(raw, refusal(str(p))))
             return None
         if not stat.S_ISDIR(st.st_mode) and not stat.S_ISREG(st.st_mode):
@@ -390,8 +423,9 @@ class _Walk:
             # named explicitly but of no known kind: read as a patch if it looks like one
             kind = PATCH if _looks_like_patch(p) else None
         if kind is None:
-            self.errors.append(FileError(raw, "not a file patchaudit reads (.patch/.diff, .py, shell, Dockerfile, "
-                                              "YAML, .env)"))
+            self.errors.append(
+                FileError(raw, "not a file patchaudit reads (.patch/.diff, .py, shell, Dockerfile, YAML, .env)")
+            )
             return None
         key = str(p.resolve())
         if key not in self.seen:
@@ -421,8 +455,9 @@ class _Walk:
             self._take_files(folder, others, inside)
             stack.extend(reversed(subdirs))
 
-    def _list(self, d: str, dres: str, where: int, drel: str, parent_chain: list | None, top: str,
-              entries: list[os.DirEntry]) -> tuple[_Folder, list[os.DirEntry], list[os.DirEntry]]:
+    def _list(
+        self, d: str, dres: str, where: int, drel: str, parent_chain: list | None, top: str, entries: list[os.DirEntry]
+    ) -> tuple[_Folder, list[os.DirEntry], list[os.DirEntry]]:
         """The folder's entries split into folders and the rest, and what its children need."""
         sep = os.sep
         dirs: list[os.DirEntry] = []
@@ -496,8 +531,13 @@ class _Walk:
 
     def _take_files(self, folder: _Folder, others: list[os.DirEntry], inside: str) -> None:
         """The folder's files of a kind patchaudit reads, not ignored nor excluded."""
-        d_pre, dres_pre, where, prefix, as_given = folder.d_pre, folder.dres_pre, folder.where, \
-            folder.prefix, folder.as_given
+        d_pre, dres_pre, where, prefix, as_given = (
+            folder.d_pre,
+            folder.dres_pre,
+            folder.where,
+            folder.prefix,
+            folder.as_given,
+        )
         matchers, exclude_spec, seen, files = folder.matchers, self.exclude_spec, self.seen, self.files
         others.sort(key=_name)
         for entry in others:
@@ -511,7 +551,7 @@ class _Walk:
                     key = os.path.realpath(d_pre + name, strict=True)
                 except OSError as exc:
                     if exc.errno == errno.ELOOP:
-                        continue   # a loop met in the walk is skipped (SECURITY.md promise 4)
+                        continue  # a loop met in the walk is skipped (SECURITY.md promise 4)
                     broken = True  # dangling: reported below, unless ignored
                 except RuntimeError:
                     continue
@@ -529,8 +569,7 @@ class _Walk:
             if ignored:
                 continue
             if where == _UNDER:
-                shown = d_pre + name if as_given or (not prefix and name.startswith(os.pardir)) \
-                    else prefix + name
+                shown = d_pre + name if as_given or (not prefix and name.startswith(os.pardir)) else prefix + name
             elif where == _ABOVE:
                 shown = display(Path(d_pre + name))
             else:
@@ -554,6 +593,6 @@ def _looks_like_patch(p: Path) -> bool:
     try:
         with open_regular(str(p)) as fh:
             head = fh.read(64 * 1024)
-    except OSError:   # ReadError too
+    except OSError:  # ReadError too
         return False
     return b"\n@@ -" in head or head.startswith(b"diff ") or b"\n--- " in head and b"\n+++ " in head

@@ -29,7 +29,7 @@ def read_small(path: str, limit: int) -> bytes | None:
     except ReadError as exc:
         if isinstance(exc.cause, (FileNotFoundError, NotADirectoryError)):
             return None
-        if isinstance(exc.cause, OSError):   # (a symlink loop, no permission): as the OS says it
+        if isinstance(exc.cause, OSError):  # (a symlink loop, no permission): as the OS says it
             raise exc.cause from None
         raise GitError(f"{path} is not a regular file") from None
 
@@ -37,7 +37,8 @@ def read_small(path: str, limit: int) -> bytes | None:
 def _is_gitdir(d: str) -> bool:
     return os.path.isfile(os.path.join(d, "HEAD")) and (
         os.path.isfile(os.path.join(d, "commondir"))
-        or (os.path.isdir(os.path.join(d, "objects")) and os.path.isdir(os.path.join(d, "refs"))))
+        or (os.path.isdir(os.path.join(d, "objects")) and os.path.isdir(os.path.join(d, "refs")))
+    )
 
 
 def find_gitdir(path: str) -> str:
@@ -53,7 +54,7 @@ def find_gitdir(path: str) -> str:
         text = data.decode("utf-8", "surrogateescape").strip()
         if not text.startswith("gitdir:"):
             raise NotARepository(f"{path}: .git is not a git directory nor a 'gitdir:' file")
-        gd = os.path.join(path, text[len("gitdir:"):].strip())
+        gd = os.path.join(path, text[len("gitdir:") :].strip())
     elif _is_gitdir(path):
         gd = path
     else:
@@ -160,7 +161,7 @@ def check_object_dir(objects: str, depth: int = 0) -> None:
         for e in subs:
             try:
                 if e.is_file() or e.is_dir() or (e.is_symlink() and not os.path.exists(e.path)):
-                    continue    # (a dangling link: git skips it too)
+                    continue  # (a dangling link: git skips it too)
             except OSError:
                 continue
             raise GitError(f"{e.path} is not a regular file")

@@ -61,7 +61,7 @@ class ObjectRepo:
         refs = Refs()
         refs.read_packed(os.path.join(common, "packed-refs"))
         refs.read_loose(common)
-        if gitdir != common:   # a linked work tree: its own per-worktree refs
+        if gitdir != common:  # a linked work tree: its own per-worktree refs
             refs.read_loose(gitdir)
         head = ref_value(read_small(os.path.join(gitdir, "HEAD"), MAX_REF_FILE) or b"")
         pseudo = {}
@@ -79,7 +79,7 @@ class ObjectRepo:
         reftable = os.path.isfile(os.path.join(common, "reftable", "tables.list"))
         if head is not None and head[0] == "sha":
             refs.lengths.add(len(head[1]))
-        try:   # the one thing taken from the engine's config, as text: which object names it uses
+        try:  # the one thing taken from the engine's config, as text: which object names it uses
             cfg_text = read_small(os.path.join(common, "config"), 1 << 20) or b""
         except (GitError, OSError):
             cfg_text = b""
@@ -106,15 +106,17 @@ class ObjectRepo:
         p = self.private
         os.makedirs(os.path.join(p, "refs", "heads"))
         os.makedirs(os.path.join(p, "refs", "tags"))
-        os.makedirs(os.path.join(p, "objects"))       # unused: GIT_OBJECT_DIRECTORY points at the engine's
+        os.makedirs(os.path.join(p, "objects"))  # unused: GIT_OBJECT_DIRECTORY points at the engine's
         ext = []
         if sha256:
             ext.append("\tobjectformat = sha256\n")
         if reftable:
             ext.append("\trefstorage = reftable\n")
         with open(os.path.join(p, "config"), "w", encoding="ascii") as fh:
-            fh.write("[core]\n\trepositoryformatversion = %d\n\tbare = true\n\tlogAllRefUpdates = false\n"
-                     % (1 if ext else 0))
+            fh.write(
+                "[core]\n\trepositoryformatversion = %d\n\tbare = true\n\tlogAllRefUpdates = false\n"
+                % (1 if ext else 0)
+            )
             if ext:
                 fh.write("[extensions]\n" + "".join(ext))
         if head is None:
@@ -138,19 +140,19 @@ class ObjectRepo:
                 fh.write("".join(n + "\n" for n in names))
         else:
             packed = sorted((name, v[1]) for name, v in refs.refs.items() if v[0] == "sha")
-            packed.sort(key=lambda nv: nv[0].encode("utf-8", "surrogateescape"))   # git's (byte) order
+            packed.sort(key=lambda nv: nv[0].encode("utf-8", "surrogateescape"))  # git's (byte) order
             with open(os.path.join(p, "packed-refs"), "w", encoding="utf-8", errors="surrogateescape") as fh:
                 fh.write("# pack-refs with: sorted \n")
                 fh.writelines(f"{sha} {name}\n" for name, sha in packed)
             for name, v in refs.refs.items():
-                if v[0] == "sym":   # (refs/remotes/origin/HEAD): a loose file
+                if v[0] == "sym":  # (refs/remotes/origin/HEAD): a loose file
                     dest = os.path.join(p, *name.split("/"))
                     try:
                         os.makedirs(os.path.dirname(dest), exist_ok=True)
                         with open(dest, "x", encoding="utf-8", errors="surrogateescape") as fh:
                             fh.write(f"ref: {v[1]}\n")
                     except OSError:
-                        continue    # a name clash with a folder of refs: git would not have it either
+                        continue  # a name clash with a folder of refs: git would not have it either
         for name, sha in pseudo.items():
             with open(os.path.join(p, name), "w", encoding="ascii") as fh:
                 fh.write(sha + "\n")
@@ -165,8 +167,13 @@ class ObjectRepo:
     def git(self, *args: str, input: bytes | None = None, check: bool = True) -> CompletedProcess:
         if not self._finalizer.still_active():
             raise GitError("repository closed")
-        return run(args, cwd=self.private, env={"GIT_DIR": self.private, "GIT_OBJECT_DIRECTORY": self.objects},
-                   input=input, check=check)
+        return run(
+            args,
+            cwd=self.private,
+            env={"GIT_DIR": self.private, "GIT_OBJECT_DIRECTORY": self.objects},
+            input=input,
+            check=check,
+        )
 
     def resolve_commit(self, rev: str) -> str | None:
         """The commit `rev` names (a ref, tag, sha, `v2~1` ...), or None.  `rev` must not start with '-'."""

@@ -22,12 +22,12 @@ CompletedProcess = subprocess.CompletedProcess
 #: empty is "none" in both), no pager, no askpass, no credential helper.
 SAFE_CONFIG: tuple[tuple[str, str], ...] = (
     ("core.fsmonitor", ""),
-    ("core.hooksPath", os.devnull),          # no hook can be found below a non-folder
+    ("core.hooksPath", os.devnull),  # no hook can be found below a non-folder
     ("core.pager", ""),
     ("core.editor", ":"),
     ("sequence.editor", ":"),
     ("core.askPass", ""),
-    ("credential.helper", ""),               # an empty value resets the list of helpers
+    ("credential.helper", ""),  # an empty value resets the list of helpers
     ("log.showSignature", "false"),
     ("core.useReplaceRefs", "false"),
     ("color.ui", "never"),
@@ -45,8 +45,9 @@ SAFE_CONFIG: tuple[tuple[str, str], ...] = (
 )
 
 #: caller variables never passed on (besides every GIT_* one)
-_DROP_ENV = frozenset({"PAGER", "EDITOR", "VISUAL", "SSH_ASKPASS", "SSH_ASKPASS_REQUIRE", "LESSOPEN",
-                       "LESSCLOSE", "DISPLAY_ASKPASS"})
+_DROP_ENV = frozenset(
+    {"PAGER", "EDITOR", "VISUAL", "SSH_ASKPASS", "SSH_ASKPASS_REQUIRE", "LESSOPEN", "LESSCLOSE", "DISPLAY_ASKPASS"}
+)
 
 
 class GitError(Exception):
@@ -89,18 +90,29 @@ def git_executable() -> str:
 def safe_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The environment every git command gets (see the module docstring)."""
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith("GIT_") and k not in _DROP_ENV}
-    env.update({
-        "PATH": _safe_path(),
-        "HOME": os.devnull, "XDG_CONFIG_HOME": os.devnull,   # no ~/.gitconfig, ~/.config/git/*
-        "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_SYSTEM": os.devnull,
-        "GIT_ATTR_NOSYSTEM": "1",
-        "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "",        # empty: no askpass program at all
-        "GIT_PAGER": "", "GIT_EDITOR": ":", "GIT_SEQUENCE_EDITOR": ":",
-        "GIT_ALLOW_PROTOCOL": "",                              # an empty list: no transport allowed
-        "GIT_NO_LAZY_FETCH": "1", "GIT_OPTIONAL_LOCKS": "0", "GIT_NO_REPLACE_OBJECTS": "1",
-        "GIT_LITERAL_PATHSPECS": "1",
-        "LC_ALL": "C", "LANGUAGE": "C",
-    })
+    env.update(
+        {
+            "PATH": _safe_path(),
+            "HOME": os.devnull,
+            "XDG_CONFIG_HOME": os.devnull,  # no ~/.gitconfig, ~/.config/git/*
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_CONFIG_GLOBAL": os.devnull,
+            "GIT_CONFIG_SYSTEM": os.devnull,
+            "GIT_ATTR_NOSYSTEM": "1",
+            "GIT_TERMINAL_PROMPT": "0",
+            "GIT_ASKPASS": "",  # empty: no askpass program at all
+            "GIT_PAGER": "",
+            "GIT_EDITOR": ":",
+            "GIT_SEQUENCE_EDITOR": ":",
+            "GIT_ALLOW_PROTOCOL": "",  # an empty list: no transport allowed
+            "GIT_NO_LAZY_FETCH": "1",
+            "GIT_OPTIONAL_LOCKS": "0",
+            "GIT_NO_REPLACE_OBJECTS": "1",
+            "GIT_LITERAL_PATHSPECS": "1",
+            "LC_ALL": "C",
+            "LANGUAGE": "C",
+        }
+    )
     if extra:
         env.update(extra)
     return env
@@ -115,23 +127,35 @@ def config_args(config: Iterable[tuple[str, str]]) -> list[str]:
     return out
 
 
-def run(args: Sequence[str], *, cwd: str, env: dict[str, str] | None = None,
-        config: Iterable[tuple[str, str]] = (), input: bytes | None = None, check: bool = True
-        ) -> subprocess.CompletedProcess:
+def run(
+    args: Sequence[str],
+    *,
+    cwd: str,
+    env: dict[str, str] | None = None,
+    config: Iterable[tuple[str, str]] = (),
+    input: bytes | None = None,
+    check: bool = True,
+) -> subprocess.CompletedProcess:
     """Run ``git --no-pager -c SAFE... -c config... ARGS`` in `cwd` with `safe_env(env)`;
     stdout and stderr are captured as bytes.  Raises GitError on a non-zero exit if `check`."""
     argv = [git_executable(), "--no-pager", *config_args(SAFE_CONFIG), *config_args(config), *args]
     try:
-        proc = subprocess.run(argv, cwd=cwd, env=safe_env(env), input=input, capture_output=True,
-                              stdin=None if input is not None else subprocess.DEVNULL)
+        proc = subprocess.run(
+            argv,
+            cwd=cwd,
+            env=safe_env(env),
+            input=input,
+            capture_output=True,
+            stdin=None if input is not None else subprocess.DEVNULL,
+        )
     except OSError as exc:
         raise GitError(f"cannot run git: {exc}") from None
     if check and proc.returncode != 0:
         err = proc.stderr.decode("utf-8", "replace").strip()
-        raise GitError(f"git {args[0] if args else ''} failed: {err or f'exit code {proc.returncode}'}",
-                       err, proc.returncode)
+        raise GitError(
+            f"git {args[0] if args else ''} failed: {err or f'exit code {proc.returncode}'}", err, proc.returncode
+        )
     return proc
-
 
 
 class Batch:
@@ -142,8 +166,9 @@ class Batch:
     def __init__(self, cwd: str, env: dict[str, str], procs: list, mode: str):
         argv = [git_executable(), "--no-pager", *config_args(SAFE_CONFIG), "cat-file", mode]
         try:
-            self.proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+            self.proc = subprocess.Popen(
+                argv, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+            )
         except OSError as exc:
             raise GitError(f"cannot run git: {exc}") from None
         procs.append(self.proc)
@@ -179,16 +204,31 @@ def user_safe_directories() -> list[str]:
     """The `safe.directory` entries of the user's own (system and global) config,
     to hand on with -c when git refuses a repository owned by someone else (a
     CI container); read with git config, which runs nothing."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.upper().startswith("GIT_") or k in ("GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM",
-                                                        "GIT_CONFIG_NOSYSTEM")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.upper().startswith("GIT_") or k in ("GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_NOSYSTEM")
+    }
     env.update({"GIT_PAGER": "", "GIT_ALLOW_PROTOCOL": "", "LC_ALL": "C", "PATH": _safe_path()})
     out = []
     for scope in ("--system", "--global"):
         try:
-            proc = subprocess.run([git_executable(), "--no-pager", *config_args(SAFE_CONFIG), "config", scope,
-                                   "--path", "--get-all", "safe.directory"],
-                                  cwd=tempfile.gettempdir(), env=env, capture_output=True, stdin=subprocess.DEVNULL)
+            proc = subprocess.run(
+                [
+                    git_executable(),
+                    "--no-pager",
+                    *config_args(SAFE_CONFIG),
+                    "config",
+                    scope,
+                    "--path",
+                    "--get-all",
+                    "safe.directory",
+                ],
+                cwd=tempfile.gettempdir(),
+                env=env,
+                capture_output=True,
+                stdin=subprocess.DEVNULL,
+            )
         except OSError:
             continue
         if proc.returncode == 0:

@@ -9,9 +9,12 @@ from patchaudit.inputs.gitrun import CompletedProcess, GitError, NotARepository,
 
 #: per-driver keys of the user's repository config that name a program: (section, key) -> override
 _DRIVER_KEYS = {
-    ("filter", "clean"): "", ("filter", "smudge"): "", ("filter", "process"): "",
+    ("filter", "clean"): "",
+    ("filter", "smudge"): "",
+    ("filter", "process"): "",
     ("filter", "required"): "false",
-    ("diff", "textconv"): "", ("diff", "command"): "",
+    ("diff", "textconv"): "",
+    ("diff", "command"): "",
     ("merge", "driver"): "",
     ("credential", "helper"): "",
     ("protocol", "allow"): "never",
@@ -35,7 +38,7 @@ def _dotgit_above(cwd: str) -> str | None:
                 return None
             if not text.startswith("gitdir:"):
                 return None
-            return os.path.realpath(os.path.join(d, text[len("gitdir:"):].strip()))
+            return os.path.realpath(os.path.join(d, text[len("gitdir:") :].strip()))
         parent = os.path.dirname(d)
         if parent == d:
             return None
@@ -69,12 +72,14 @@ class WorkTree:
             if "not a git repository" in err:
                 raise NotARepository(f"{cwd} is not inside a git repository", err, proc.returncode)
             if "must be run in a work tree" in err or "bare repository" in err:
-                raise GitError(f"{cwd} is not in the work tree of a git repository ({first})", err,
-                               proc.returncode)
+                raise GitError(f"{cwd} is not in the work tree of a git repository ({first})", err, proc.returncode)
             if _DUBIOUS in err:
-                raise GitError(f"git refuses the repository of {cwd}: {first} (it belongs to another user; "
-                               f"if you trust it, add it to safe.directory in your git config)", err,
-                               proc.returncode)
+                raise GitError(
+                    f"git refuses the repository of {cwd}: {first} (it belongs to another user; "
+                    f"if you trust it, add it to safe.directory in your git config)",
+                    err,
+                    proc.returncode,
+                )
             raise GitError(first or f"git rev-parse failed in {cwd}", err, proc.returncode)
         lines = proc.stdout.decode("utf-8", "surrogateescape").split("\n")
         if len(lines) < 2 or not lines[0] or not lines[1]:
@@ -84,8 +89,9 @@ class WorkTree:
         # only looks like a git directory: the repository must be the one a `.git` names
         named = _dotgit_above(cwd)
         if named is None or named != os.path.realpath(gitdir):
-            raise GitError(f"{cwd} is not in the work tree of a git repository (git found {gitdir}, "
-                           f"which no .git names)")
+            raise GitError(
+                f"{cwd} is not in the work tree of a git repository (git found {gitdir}, which no .git names)"
+            )
         wt = cls(os.path.realpath(top), gitdir, extra, [])
         wt.overrides = wt._driver_overrides()
         return wt
@@ -95,9 +101,10 @@ class WorkTree:
 
     def _driver_overrides(self) -> list[tuple[str, str]]:
         """-c overrides for every program-running driver/helper setting in this repository's config."""
-        proc = run(("config", "--list", "--name-only", "-z"), cwd=self.top, env=self._env(), config=self._extra,
-                   check=False)
-        if proc.returncode not in (0, 1):   # 1: no config at all
+        proc = run(
+            ("config", "--list", "--name-only", "-z"), cwd=self.top, env=self._env(), config=self._extra, check=False
+        )
+        if proc.returncode not in (0, 1):  # 1: no config at all
             err = proc.stderr.decode("utf-8", "replace").strip()
             raise GitError(f"cannot read the git config of {self.top}: {err}", err, proc.returncode)
         out: list[tuple[str, str]] = []
@@ -117,8 +124,9 @@ class WorkTree:
         return out
 
     def git(self, *args: str, input: bytes | None = None, check: bool = True) -> CompletedProcess:
-        return run(args, cwd=self.top, env=self._env(), config=[*self._extra, *self.overrides], input=input,
-                   check=check)
+        return run(
+            args, cwd=self.top, env=self._env(), config=[*self._extra, *self.overrides], input=input, check=check
+        )
 
     def close(self) -> None:
         pass

@@ -35,23 +35,23 @@ class Problem:
 
 @dataclass(frozen=True)
 class PatchLine:
-    kind: str                 # " ", "-", "+"
-    text: str                 # without the leading kind character and the line end
-    patch_line: int           # 1-based line in the patch file
-    source_line: int | None   # line in the pre-image file
-    target_line: int | None   # line in the post-image file
+    kind: str  # " ", "-", "+"
+    text: str  # without the leading kind character and the line end
+    patch_line: int  # 1-based line in the patch file
+    source_line: int | None  # line in the pre-image file
+    target_line: int | None  # line in the post-image file
     no_newline: bool = False  # followed by "\ No newline at end of file"
 
 
 @dataclass
 class Hunk:
-    index: int                # 0-based within its file section
-    header_line: int          # patch line of the "@@" header
+    index: int  # 0-based within its file section
+    header_line: int  # patch line of the "@@" header
     source_start: int
     source_length: int
     target_start: int
     target_length: int
-    section_header: str       # the text after the second "@@" (often the enclosing def/class)
+    section_header: str  # the text after the second "@@" (often the enclosing def/class)
     lines: list[PatchLine]
 
     @property
@@ -105,10 +105,10 @@ class Hunk:
 
 @dataclass
 class FileSection:
-    header_line: int                  # first patch line of the section
-    source_path: str | None           # as written, minus timestamps/quotes; None for /dev/null
+    header_line: int  # first patch line of the section
+    source_path: str | None  # as written, minus timestamps/quotes; None for /dev/null
     target_path: str | None
-    git: bool = False                 # a "diff --git" section
+    git: bool = False  # a "diff --git" section
     is_binary: bool = False
     is_new: bool = False
     is_deleted: bool = False
@@ -118,7 +118,7 @@ class FileSection:
     copy_to: str | None = None
     old_mode: str | None = None
     new_mode: str | None = None
-    index: tuple[str, str] | None = None     # (pre-image blob sha, post-image blob sha)
+    index: tuple[str, str] | None = None  # (pre-image blob sha, post-image blob sha)
     hunks: list[Hunk] = field(default_factory=list)
 
     @property
@@ -143,9 +143,7 @@ class FileSection:
 
 def _looks_prefixed(section: FileSection) -> bool:
     s, t = section.source_path, section.target_path
-    return bool(
-        (s is None or s.startswith("a/")) and (t is None or t.startswith("b/")) and (s or t)
-    )
+    return bool((s is None or s.startswith("a/")) and (t is None or t.startswith("b/")) and (s or t))
 
 
 def strip_git_prefix(path: str) -> str:
@@ -156,11 +154,11 @@ def strip_git_prefix(path: str) -> str:
 
 @dataclass
 class PatchFile:
-    path: str                          # the patch file as the user named it
-    lines: list[str]                   # raw lines, without line ends (CRs stripped for CRLF patches)
+    path: str  # the patch file as the user named it
+    lines: list[str]  # raw lines, without line ends (CRs stripped for CRLF patches)
     sections: list[FileSection]
     problems: list[Problem]
-    header: list[tuple[int, str]]      # free text before the first section (DEP-3, mail headers)
+    header: list[tuple[int, str]]  # free text before the first section (DEP-3, mail headers)
     crlf: bool = False
 
     def iter_hunks(self) -> Iterator[tuple[FileSection, Hunk]]:
@@ -261,9 +259,9 @@ class _Scanner:
         self.sections: list[FileSection] = []
         self.header: list[tuple[int, str]] = []
         self.cur: FileSection | None = None
-        self.cur_has_files = False   # the current section has seen its ---/+++ pair
-        self.cur_headers = 0         # "@@" headers seen in the current section (broken ones too)
-        self.mail = False            # a mail header ("From <sha> ...") came after the last hunk
+        self.cur_has_files = False  # the current section has seen its ---/+++ pair
+        self.cur_headers = 0  # "@@" headers seen in the current section (broken ones too)
+        self.mail = False  # a mail header ("From <sha> ...") came after the last hunk
 
     def problem(self, idx: int, msg: str) -> None:
         self.problems.append(Problem(idx + 1, msg))
@@ -304,12 +302,15 @@ class _Scanner:
             elif self.cur is None:
                 self.header.append((i + 1, line))
             elif _MAIL_RE.match(line):
-                self.mail = True     # the next mail of a `git format-patch` series
+                self.mail = True  # the next mail of a `git format-patch` series
             elif line == "---" and self.mail:
-                pass                 # its "---" before the diffstat, not a removed line
+                pass  # its "---" before the diffstat, not a removed line
             elif line.startswith("+") or (line.startswith("-") and line != "--" and not line.startswith("-- ")):
-                self.problem(i, "line outside any hunk looks like hunk content (hunk shorter than its content, "
-                                "or a missing @@ header)")
+                self.problem(
+                    i,
+                    "line outside any hunk looks like hunk content (hunk shorter than its content, "
+                    "or a missing @@ header)",
+                )
             i += 1
         self._finish()
 
@@ -375,10 +376,14 @@ class _Scanner:
         if not broken and j < n:
             nxt = lines[j]
             is_file_header = nxt.startswith("--- ") and j + 1 < n and lines[j + 1].startswith("+++ ")
-            if (nxt.startswith(("+", " ")) or (nxt.startswith("-") and not is_file_header
-                                               and nxt != "--" and not nxt.startswith("-- "))):
-                self.problem(j, f"hunk line count mismatch: the hunk at line {i + 1} goes on past the "
-                                f"-{src_len} +{tgt_len} lines its header announces")
+            if nxt.startswith(("+", " ")) or (
+                nxt.startswith("-") and not is_file_header and nxt != "--" and not nxt.startswith("-- ")
+            ):
+                self.problem(
+                    j,
+                    f"hunk line count mismatch: the hunk at line {i + 1} goes on past the "
+                    f"-{src_len} +{tgt_len} lines its header announces",
+                )
         hunk = Hunk(
             index=len(self.cur.hunks),
             header_line=i + 1,
@@ -392,8 +397,11 @@ class _Scanner:
         if self.cur.hunks:
             prev = self.cur.hunks[-1]
             if src_start < prev.source_start + prev.source_length and src_len and prev.source_length:
-                self.problem(i, f"hunks out of order or overlapping: this hunk starts at line {src_start}, "
-                                f"before the previous hunk (line {prev.header_line}) ends")
+                self.problem(
+                    i,
+                    f"hunks out of order or overlapping: this hunk starts at line {src_start}, "
+                    f"before the previous hunk (line {prev.header_line}) ends",
+                )
         if not broken and all(l.kind == " " for l in body):
             # `@@ -1,0 +1,0 @@`, or context only: GNU patch ("malformed patch") and git refuse it
             self.problem(i, "hunk has no added or removed line (GNU patch and git refuse it as malformed)")
@@ -401,8 +409,9 @@ class _Scanner:
             self.cur.hunks.append(hunk)
         return max(j, i + 1)
 
-    def _hunk_body(self, i: int, src_start: int, src_len: int, tgt_start: int,
-                   tgt_len: int) -> tuple[list[PatchLine], int, bool]:
+    def _hunk_body(
+        self, i: int, src_start: int, src_len: int, tgt_start: int, tgt_len: int
+    ) -> tuple[list[PatchLine], int, bool]:
         """The lines of the hunk whose header is line i, as many as the header announces:
         (lines, the index after them, broken: the hunk ended before its count, a problem)."""
         old_rem, new_rem = src_len, tgt_len
@@ -418,8 +427,11 @@ class _Scanner:
         lines, n = self.lines, len(self.lines)
         while old_rem > 0 or new_rem > 0:
             if j >= n:
-                self.problem(i, f"hunk is truncated: the file ends after {len(body)} lines, "
-                                f"the header announces -{src_len} +{tgt_len}")
+                self.problem(
+                    i,
+                    f"hunk is truncated: the file ends after {len(body)} lines, "
+                    f"the header announces -{src_len} +{tgt_len}",
+                )
                 broken = True
                 break
             l = lines[j]
@@ -430,8 +442,9 @@ class _Scanner:
                 continue
             if c == " " or l == "":
                 if old_rem == 0 or new_rem == 0:
-                    self.problem(j, f"hunk line count mismatch: more context than the header -{src_len} "
-                                    f"+{tgt_len} announces")
+                    self.problem(
+                        j, f"hunk line count mismatch: more context than the header -{src_len} +{tgt_len} announces"
+                    )
                     broken = True
                     break
                 body.append(PatchLine(" ", l[1:], j + 1, s_no, t_no))
@@ -441,8 +454,10 @@ class _Scanner:
                 new_rem -= 1
             elif c == "-":
                 if old_rem == 0:
-                    self.problem(j, f"hunk line count mismatch: more removed lines than the header -{src_len} "
-                                    f"+{tgt_len} announces")
+                    self.problem(
+                        j,
+                        f"hunk line count mismatch: more removed lines than the header -{src_len} +{tgt_len} announces",
+                    )
                     broken = True
                     break
                 body.append(PatchLine("-", l[1:], j + 1, s_no, None))
@@ -450,16 +465,20 @@ class _Scanner:
                 old_rem -= 1
             elif c == "+":
                 if new_rem == 0:
-                    self.problem(j, f"hunk line count mismatch: more added lines than the header -{src_len} "
-                                    f"+{tgt_len} announces")
+                    self.problem(
+                        j, f"hunk line count mismatch: more added lines than the header -{src_len} +{tgt_len} announces"
+                    )
                     broken = True
                     break
                 body.append(PatchLine("+", l[1:], j + 1, None, t_no))
                 t_no += 1
                 new_rem -= 1
             else:
-                self.problem(j, f"hunk ends early: {len(body)} lines where the header "
-                                f"-{src_len} +{tgt_len} announces more (line {j + 1} is not a hunk line)")
+                self.problem(
+                    j,
+                    f"hunk ends early: {len(body)} lines where the header "
+                    f"-{src_len} +{tgt_len} announces more (line {j + 1} is not a hunk line)",
+                )
                 broken = True
                 break
             j += 1
@@ -500,7 +519,7 @@ def validate_with_unidiff(patch: PatchFile) -> list[Problem]:
     for k, sec in enumerate(patch.sections):
         if sec.is_binary or not sec.hunks:
             continue
-        chunk = patch.lines[bounds[k]:bounds[k + 1]]
+        chunk = patch.lines[bounds[k] : bounds[k + 1]]
         # GNU patch reads an empty line inside a hunk as an empty context line
         body = [(" " if l == "" else l) + "\n" for l in chunk]
         try:
@@ -510,6 +529,10 @@ def validate_with_unidiff(patch: PatchFile) -> list[Problem]:
             continue
         n_hunks = sum(len(f) for f in ps)
         if n_hunks != len(sec.hunks):
-            problems.append(Problem(sec.header_line, f"file section: unidiff reads {n_hunks} hunks where the scan "
-                                                     f"reads {len(sec.hunks)}"))
+            problems.append(
+                Problem(
+                    sec.header_line,
+                    f"file section: unidiff reads {n_hunks} hunks where the scan reads {len(sec.hunks)}",
+                )
+            )
     return problems

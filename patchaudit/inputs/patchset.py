@@ -14,7 +14,6 @@ from pathlib import Path
 
 from patchaudit.model.findings import FileError
 
-
 #: a quilt `series` file larger than this is refused (one line per patch: a few KB)
 MAX_SERIES_FILE = 1024 * 1024
 
@@ -35,14 +34,19 @@ def _series(folder: Path, cache: dict[Path, list[str] | None], errors: list | No
                 if errors is not None:
                     from patchaudit.inputs.discover import display, read_error_message
 
-                    errors.append(FileError(display(f), f"{read_error_message(exc)} (a quilt series file; "
-                                                        f"its folder's patches are ordered by name)"))
+                    errors.append(
+                        FileError(
+                            display(f),
+                            f"{read_error_message(exc)} (a quilt series file; "
+                            f"its folder's patches are ordered by name)",
+                        )
+                    )
             else:
                 names = []
                 for line in data.decode("utf-8", "replace").splitlines():
                     line = line.split("#", 1)[0].strip()
                     if line:
-                        names.append(line.split()[0])   # quilt allows "name -p1" options
+                        names.append(line.split()[0])  # quilt allows "name -p1" options
         cache[folder] = names
     return cache[folder]
 
@@ -55,7 +59,7 @@ def order_patch_set(paths: list[str], errors: list | None = None) -> list[tuple[
     for p in paths:
         absolute = Path(os.path.abspath(p))
         placed = None
-        for folder in list(absolute.parents)[:3]:   # series may list patches in sub-folders
+        for folder in list(absolute.parents)[:3]:  # series may list patches in sub-folders
             names = _series(folder, cache, errors)
             if names is None:
                 continue
@@ -63,7 +67,7 @@ def order_patch_set(paths: list[str], errors: list | None = None) -> list[tuple[
             if rel in names:
                 placed = (str(folder), names.index(rel))
             else:
-                placed = (str(folder), -1)      # in a quilt folder but not in its series: not applied
+                placed = (str(folder), -1)  # in a quilt folder but not in its series: not applied
             break
         if placed is None:
             out.append((p, str(absolute.parent), 0))

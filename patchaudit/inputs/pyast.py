@@ -62,7 +62,7 @@ def text_size(text: str) -> int:
 def over_limit(text: str, limit: int | None = None) -> int | None:
     """The text's size when it is over the budget (`limit`, else the one in force), else None."""
     limit = _LIMIT[0] if limit is None else limit
-    if len(text) <= limit // 4:      # at most 4 bytes a character: surely within
+    if len(text) <= limit // 4:  # at most 4 bytes a character: surely within
         return None
     size = text_size(text)
     return size if size > limit else None
@@ -88,7 +88,7 @@ def parse_uncached(text: str) -> ast.Module | None:
 def parse(text: str) -> ast.Module | None:
     """`ast.parse(text)`, or None when ast cannot read it; the last few texts are kept."""
     if over_limit(text) is not None:
-        return None     # never parsed, never kept
+        return None  # never parsed, never kept
     if text in _CACHE:
         return _CACHE[text]
     tree = parse_uncached(text)

@@ -52,8 +52,10 @@ def _import_tokenizers():
     try:
         import tokenizers  # noqa: F401
     except ImportError as exc:
-        raise TokenizerError(f"tokenizer checks need the `tokenizers` library, which is not installed "
-                             f"({exc}); install it with: {INSTALL_HINT}") from None
+        raise TokenizerError(
+            f"tokenizer checks need the `tokenizers` library, which is not installed "
+            f"({exc}); install it with: {INSTALL_HINT}"
+        ) from None
     return tokenizers
 
 
@@ -68,16 +70,26 @@ class AddedInfo:
 
 def _cleanup(text: str) -> str:
     """transformers' `clean_up_tokenization` (applied by `decode` when the config asks for it)."""
-    return (text.replace(" .", ".").replace(" ?", "?").replace(" !", "!").replace(" ,", ",")
-            .replace(" ' ", "'").replace(" n't", "n't").replace(" 'm", "'m").replace(" 's", "'s")
-            .replace(" 've", "'ve").replace(" 're", "'re"))
+    return (
+        text.replace(" .", ".")
+        .replace(" ?", "?")
+        .replace(" !", "!")
+        .replace(" ,", ",")
+        .replace(" ' ", "'")
+        .replace(" n't", "n't")
+        .replace(" 'm", "'m")
+        .replace(" 's", "'s")
+        .replace(" 've", "'ve")
+        .replace(" 're", "'re")
+    )
 
 
 class Tokenizer:
     """A loaded tokenizer.  Picklable (worker processes rebuild it from its JSON)."""
 
-    def __init__(self, json_text: str, *, path: str, config: dict[str, Any] | None = None,
-                 config_paths: Sequence[str] = ()):
+    def __init__(
+        self, json_text: str, *, path: str, config: dict[str, Any] | None = None, config_paths: Sequence[str] = ()
+    ):
         self.path = path
         self.config_paths = tuple(config_paths)
         self._json_text = json_text
@@ -91,8 +103,9 @@ class Tokenizer:
             tok = tokenizers.Tokenizer.from_str(self._json_text)
         except BaseException as exc:  # the library raises a bare Exception for every parse problem
             _reraise_if_not_library(exc)
-            raise TokenizerError(f"{self.path}: not a tokenizer.json the `tokenizers` library can read: "
-                                 f"{exc}") from None
+            raise TokenizerError(
+                f"{self.path}: not a tokenizer.json the `tokenizers` library can read: {exc}"
+            ) from None
         self._tok = tok
         self.clean_up_spaces = bool(self._config.get("clean_up_tokenization_spaces", False))
         special_strings = _configured_special_tokens(self._config)
@@ -100,8 +113,11 @@ class Tokenizer:
         # tokens a transformers load would add on top of tokenizer.json
         to_add = []
         for content, special in [(c, s) for c, s in declared] + [(c, True) for c in special_strings]:
-            if content and content not in {a.content for a in self._added_from(tok)} \
-                    and content not in {t.content for t in to_add}:
+            if (
+                content
+                and content not in {a.content for a in self._added_from(tok)}
+                and content not in {t.content for t in to_add}
+            ):
                 to_add.append(tokenizers.AddedToken(content, special=special, normalized=not special))
         for t in to_add:
             if t.special:
@@ -109,8 +125,7 @@ class Tokenizer:
             else:
                 tok.add_tokens([t])
         self.added: dict[str, AddedInfo] = {a.content: a for a in self._added_from(tok)}
-        self.special_strings = frozenset(special_strings) | frozenset(
-            c for c, a in self.added.items() if a.special)
+        self.special_strings = frozenset(special_strings) | frozenset(c for c, a in self.added.items() if a.special)
         self.vocab_size = tok.get_vocab_size(with_added_tokens=True)
         self._max_id = max([self.vocab_size - 1] + [a.id for a in self.added.values()])
         self._holes: bool | None = None
@@ -120,8 +135,7 @@ class Tokenizer:
         return [AddedInfo(i, t.content, bool(t.special)) for i, t in sorted(tok.get_added_tokens_decoder().items())]
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"path": self.path, "config_paths": self.config_paths, "json": self._json_text,
-                "config": self._config}
+        return {"path": self.path, "config_paths": self.config_paths, "json": self._json_text, "config": self._config}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.path = state["path"]
@@ -294,7 +308,7 @@ def _loads(path: str, text: str) -> Any:
         raise TokenizerError(f"{path}: not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
     except RecursionError:
         raise TokenizerError(f"{path}: not read: JSON nested too deeply") from None
-    except ValueError as exc:   # a number of more than 4300 digits (Python's int-string limit)
+    except ValueError as exc:  # a number of more than 4300 digits (Python's int-string limit)
         raise TokenizerError(f"{path}: not read: {str(exc).split(':')[0]}") from None
 
 
@@ -327,18 +341,25 @@ def load_tokenizer(path: str | os.PathLike[str]) -> Tokenizer:
     """Load a local `tokenizer.json`, or the one in a model folder, with its configuration."""
     path = os.fspath(path)
     _import_tokenizers()  # the missing extra is the first thing to say
-    if not os.path.lexists(path):   # a dangling link or a loop is named by the reader below
-        raise TokenizerError(f"{path}: no such tokenizer file or folder (give a local tokenizer.json or a "
-                             f"model folder holding one; nothing is downloaded)")
+    if not os.path.lexists(path):  # a dangling link or a loop is named by the reader below
+        raise TokenizerError(
+            f"{path}: no such tokenizer file or folder (give a local tokenizer.json or a "
+            f"model folder holding one; nothing is downloaded)"
+        )
     if os.path.isdir(path):
         folder, file = path, os.path.join(path, TOKENIZER_FILE)
         if not os.path.lexists(file) or os.path.isdir(file):
-            others = [n for n in ("tokenizer.model", "tiktoken.model", "vocab.json", "tokenizer_config.json")
-                      if os.path.exists(os.path.join(path, n))]
+            others = [
+                n
+                for n in ("tokenizer.model", "tiktoken.model", "vocab.json", "tokenizer_config.json")
+                if os.path.exists(os.path.join(path, n))
+            ]
             found = f" (found {', '.join(others)})" if others else ""
-            raise TokenizerError(f"{path}: no {TOKENIZER_FILE} in this folder{found}; patchaudit reads the fast "
-                                 f"tokenizer file: write one with transformers' "
-                                 f"`AutoTokenizer.from_pretrained(...).save_pretrained(...)`")
+            raise TokenizerError(
+                f"{path}: no {TOKENIZER_FILE} in this folder{found}; patchaudit reads the fast "
+                f"tokenizer file: write one with transformers' "
+                f"`AutoTokenizer.from_pretrained(...).save_pretrained(...)`"
+            )
     else:
         file = path
         # config files beside a tokenizer.json belong to the same model
@@ -346,7 +367,7 @@ def load_tokenizer(path: str | os.PathLike[str]) -> Tokenizer:
     text = _read_text(file)
     data = _loads(file, text)
     if not isinstance(data, dict) or "model" not in data:
-        raise TokenizerError(f"{file}: not a tokenizer.json (a JSON object with a \"model\" key is expected)")
+        raise TokenizerError(f'{file}: not a tokenizer.json (a JSON object with a "model" key is expected)')
     config, used = _merge_configs(folder) if folder else ({}, [])
     tok = Tokenizer(text, path=file, config=config, config_paths=used)
     _probe(tok, file)

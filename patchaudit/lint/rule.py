@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import inspect
 import textwrap
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Iterator
 
 from patchaudit.model.findings import Report, Severity
@@ -25,7 +25,7 @@ from patchaudit.model.findings import Report, Severity
 if TYPE_CHECKING:  # pragma: no cover
     import libcst as cst
 
-    from patchaudit.units import PatchUnit, PythonUnit, TextUnit
+    from patchaudit.units import PatchUnit, TextUnit
 
 #: unit kinds a rule can read
 PYTHON, TEXT, PATCH = "python", "text", "patch"
@@ -87,8 +87,9 @@ class Example:
 class RuleContext:
     """What a rule instance sees besides the unit: its options and run settings."""
 
-    def __init__(self, options: dict[str, Any] | None = None, engine: Any = None,
-                 tokenizer: Any = None, settings: Any = None):
+    def __init__(
+        self, options: dict[str, Any] | None = None, engine: Any = None, tokenizer: Any = None, settings: Any = None
+    ):
         self.options = options or {}
         self.engine = engine
         self.tokenizer = tokenizer
@@ -173,26 +174,50 @@ class Rule(_VisitorBase):  # type: ignore[misc,valid-type]
                 except Exception as exc:
                     self.crash = exc
                     return None
+
             return run
 
         return {name: guard(fn) for name, fn in methods.items()}
 
     # ----- reporting -------------------------------------------------------
-    def report(self, node: "cst.CSTNode", message: str, *, trace: Iterable[tuple[int, str]] = (),
-               severity: Severity | None = None) -> None:
+    def report(
+        self,
+        node: "cst.CSTNode",
+        message: str,
+        *,
+        trace: Iterable[tuple[int, str]] = (),
+        severity: Severity | None = None,
+    ) -> None:
         """Report `message` at `node` (needs PositionProvider in METADATA_DEPENDENCIES)."""
         from libcst.metadata import PositionProvider
 
         pos = self.get_metadata(PositionProvider, node)
-        self.report_at(pos.start.line, pos.start.column, pos.end.line, pos.end.column, message,
-                       trace=trace, severity=severity)
+        self.report_at(
+            pos.start.line, pos.start.column, pos.end.line, pos.end.column, message, trace=trace, severity=severity
+        )
 
-    def report_at(self, line: int, column: int, end_line: int | None, end_column: int | None,
-                  message: str, *, trace: Iterable[tuple[int, str]] = (),
-                  severity: Severity | None = None) -> None:
-        self.reports.append(Report(line, column, end_line or line,
-                                   end_column if end_column is not None else column,
-                                   message, tuple(trace), severity))
+    def report_at(
+        self,
+        line: int,
+        column: int,
+        end_line: int | None,
+        end_column: int | None,
+        message: str,
+        *,
+        trace: Iterable[tuple[int, str]] = (),
+        severity: Severity | None = None,
+    ) -> None:
+        self.reports.append(
+            Report(
+                line,
+                column,
+                end_line or line,
+                end_column if end_column is not None else column,
+                message,
+                tuple(trace),
+                severity,
+            )
+        )
 
     # ----- hooks for non-Python units --------------------------------------
     def check_text(self, unit: "TextUnit") -> None:  # pragma: no cover - overridden
@@ -206,12 +231,19 @@ class Rule(_VisitorBase):  # type: ignore[misc,valid-type]
         """Called once per run with the patch units of every patch file checked
         (see patchaudit/inputs/patchset.py).  Report with `report_in`."""
 
-    def report_in(self, unit: Any, line: int, column: int, message: str, *,
-                  related: Iterable[tuple[str, int, str]] = (), severity: Severity | None = None) -> None:
+    def report_in(
+        self,
+        unit: Any,
+        line: int,
+        column: int,
+        message: str,
+        *,
+        related: Iterable[tuple[str, int, str]] = (),
+        severity: Severity | None = None,
+    ) -> None:
         """A `check_patch_set` report in `unit`'s coordinates; `related` are
         (path, line, note) places in other files, shown as the finding's trace."""
-        self.set_reports.append((unit, Report(line, column, line, column, message, (), severity),
-                                 tuple(related)))
+        self.set_reports.append((unit, Report(line, column, line, column, message, (), severity), tuple(related)))
 
     @classmethod
     def sees_patch_set(cls) -> bool:
@@ -247,8 +279,13 @@ class Rule(_VisitorBase):  # type: ignore[misc,valid-type]
 def is_rule_class(obj: Any, module_name: str) -> bool:
     """Whether `obj` is a rule class defined in the module `module_name` (a subclass
     of `Rule` with a code: an abstract helper base has none)."""
-    return (inspect.isclass(obj) and issubclass(obj, Rule) and obj is not Rule
-            and obj.__module__ == module_name and bool(obj.code))
+    return (
+        inspect.isclass(obj)
+        and issubclass(obj, Rule)
+        and obj is not Rule
+        and obj.__module__ == module_name
+        and bool(obj.code)
+    )
 
 
 def iter_examples(rule: type[Rule]) -> Iterator[tuple[bool, Example]]:
@@ -264,13 +301,16 @@ _VISITOR_NAMES: dict[type, tuple[str, ...]] = {}
 def _visitor_names(cls: type) -> tuple[str, ...]:
     """The `visit_*`/`leave_*` methods libcst's `BatchableCSTVisitor.get_visitors` finds
     (`inspect.getmembers` of the instance, keeping methods whose function is named so
-    and is not one of libcst's empty stubs), per class: getmembers walks every attribute of the instance, a few milliseconds per
-    rule and file."""
+    and is not one of libcst's empty stubs), per class: getmembers walks every attribute
+    of the instance, a few milliseconds per rule and file."""
     names = _VISITOR_NAMES.get(cls)
     if names is None:
         import inspect
 
-        names = tuple(n for n, m in inspect.getmembers(cls, inspect.isfunction)
-                      if m.__name__.startswith(("visit_", "leave_")) and not getattr(m, "_is_no_op", False))
+        names = tuple(
+            n
+            for n, m in inspect.getmembers(cls, inspect.isfunction)
+            if m.__name__.startswith(("visit_", "leave_")) and not getattr(m, "_is_no_op", False)
+        )
         _VISITOR_NAMES[cls] = names
     return names

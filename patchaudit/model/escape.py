@@ -58,8 +58,9 @@ from typing import Any
 
 _ESCAPE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 # invisible characters that are not format characters (and are ignored by some matchers)
-_INVISIBLE = frozenset({0x034F, 0x115F, 0x1160, 0x3164, 0xFFA0, *range(0x180B, 0x1810), *range(0xFE00, 0xFE10),
-                        *range(0xE0100, 0xE01F0)})
+_INVISIBLE = frozenset(
+    {0x034F, 0x115F, 0x1160, 0x3164, 0xFFA0, *range(0x180B, 0x1810), *range(0xFE00, 0xFE10), *range(0xE0100, 0xE01F0)}
+)
 _NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
 _NOT_PLAIN_ASCII = re.compile(r"[^\x20-\x7e]")
 _LINE_START_COLON = re.compile(r"^([^\S\n]*):(?=:)", re.M)
@@ -76,7 +77,7 @@ def _escape_char(ch: str) -> str:
     cp = ord(ch)
     if cp < 0x80:
         return f"\\x{cp:02x}"
-    if 0xDC80 <= cp <= 0xDCFF:        # a byte that was not UTF-8 (surrogateescape)
+    if 0xDC80 <= cp <= 0xDCFF:  # a byte that was not UTF-8 (surrogateescape)
         return f"\\x{cp - 0xDC00:02x}"
     if cp <= 0xFFFF:
         return f"\\u{cp:04x}"
@@ -229,13 +230,13 @@ def md_text(text: Any, table: bool = False) -> str:
         run = runs[k]
         n = len(run.group())
         close = next((j for j in range(k + 1, len(runs)) if len(runs[j].group()) == n), None)
-        if close is None:   # literal backticks
-            out.append(_html(text[pos:run.start()]) + "\\`" * n)
+        if close is None:  # literal backticks
+            out.append(_html(text[pos : run.start()]) + "\\`" * n)
             pos = run.end()
             k += 1
             continue
-        out.append(_html(text[pos:run.start()]))
-        out.append(text[run.start():runs[close].end()])
+        out.append(_html(text[pos : run.start()]))
+        out.append(text[run.start() : runs[close].end()])
         pos = runs[close].end()
         k = close + 1
     out.append(_html(text[pos:]))

@@ -55,8 +55,8 @@ class Report:
     end_line: int
     end_column: int
     message: str
-    trace: tuple[tuple[int, str], ...] = ()   # (unit line, note)
-    severity: Severity | None = None          # overrides the rule's default
+    trace: tuple[tuple[int, str], ...] = ()  # (unit line, note)
+    severity: Severity | None = None  # overrides the rule's default
     # set when the reported construct runs into text the unit had to invent
     # (a fragment closed artificially at the end of a hunk)
     incomplete: bool = False

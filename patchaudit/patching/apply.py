@@ -170,8 +170,9 @@ def work_done() -> int:
     return _work_total
 
 
-def _locate(eng: Matcher, fwd: Side, rev: Side, mymaxfuzz: int, rev_limit: Optional[int], in_offset: int,
-            rev_offset: int) -> tuple[int, Side, int, int, int]:
+def _locate(
+    eng: Matcher, fwd: Side, rev: Side, mymaxfuzz: int, rev_limit: Optional[int], in_offset: int, rev_offset: int
+) -> tuple[int, Side, int, int, int]:
     """Where the hunk goes: forward at fuzz 0, reversed (the post-image: already applied)
     at fuzz 0 unless `rev_limit` is None or below, forward at fuzz 1, ...; returns
     (where (0: nowhere), the side found, its fuzz, in_offset, rev_offset)."""
@@ -284,5 +285,9 @@ def apply_hunks(
             origin.setdefault(out_line, org)
     # an added empty last line without a newline is no line at all (the file ends before it):
     # origin only names lines the result has
-    return ApplyResult(lines=lines, ends_with_newline=ends, hunks=results,
-                       origin={k: v for k, v in sorted(origin.items()) if k <= len(lines)})
+    return ApplyResult(
+        lines=lines,
+        ends_with_newline=ends,
+        hunks=results,
+        origin={k: v for k, v in sorted(origin.items()) if k <= len(lines)},
+    )

@@ -40,7 +40,6 @@ class LineIndex:
         self.max_pattern = 1  # the longest hunk of the apply_hunks call: how deep to sort suffixes
         self.nearest_budget = costs.NEAREST_BUDGET_PER_LINE * len(inp) + costs.NEAREST_BUDGET_MIN
 
-
     # -- input -------------------------------------------------------------
     def ifetch(self, line: int) -> str:
         if line < 1 or line > self.input_lines:

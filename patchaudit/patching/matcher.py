@@ -145,8 +145,13 @@ class Matcher(NearMatch):
             # first_guess + offset (while offset <= max_pos_offset), then first_guess - offset
             # (while offset <= max_neg_offset); the first that matches wins.
             where = self._search(
-                side, first_guess, prefix_fuzz, pat_lines - suffix_fuzz, min_offset,
-                min(max_offset, max_pos_offset), min(max_offset, max_neg_offset),
+                side,
+                first_guess,
+                prefix_fuzz,
+                pat_lines - suffix_fuzz,
+                min_offset,
+                min(max_offset, max_pos_offset),
+                min(max_offset, max_neg_offset),
             )
             if where is None:
                 return 0, in_offset
@@ -221,8 +226,17 @@ class Matcher(NearMatch):
                 found.append(min(span.bhi, low))
         return min(found, key=span.key) if found else None
 
-    def _search_inside(self, side: Side, span: "Span", a: int, b: int, anchor: int, ids: list[int],
-                       best_key: float, best_pos: Optional[int]) -> Optional[int]:
+    def _search_inside(
+        self,
+        side: Side,
+        span: "Span",
+        a: int,
+        b: int,
+        anchor: int,
+        ids: list[int],
+        best_key: float,
+        best_pos: Optional[int],
+    ) -> Optional[int]:
         """_search over the windows inside the file: the candidates put the pattern's
         rarest line (`anchor`) on one of its occurrences; the first, in GNU's order, that
         matches and comes before `best_key` (a window sticking out) wins."""
@@ -305,8 +319,9 @@ class Matcher(NearMatch):
         self.work += m
         return self.inp[x - 1 : x - 1 + m] == side.texts[i0:i1]
 
-    def _sa_search(self, pat: list[int], a: int, f_from: Optional[int], f_hi: int, b_lo: int,
-                   b_from: Optional[int]) -> list[int]:
+    def _sa_search(
+        self, pat: list[int], a: int, f_from: Optional[int], f_hi: int, b_lo: int, b_from: Optional[int]
+    ) -> list[int]:
         """Positions of the first whole-pattern occurrences (window inside the file) in
         [f_from, f_hi] (the lowest) and in [b_lo, b_from] (the highest)."""
         sa = self._sa
@@ -338,8 +353,9 @@ class Matcher(NearMatch):
         return out
 
     # -- applying ----------------------------------------------------------
-    def apply_hunk(self, side: Side, where: int, hunk_index: int, origin: dict[int, tuple[int, int]],
-                   emit: bool) -> None:
+    def apply_hunk(
+        self, side: Side, where: int, hunk_index: int, origin: dict[int, tuple[int, int]], emit: bool
+    ) -> None:
         """patch.c apply_hunk().  emit=False: the hunk is already applied (side
         is the swapped hunk); walk it to advance last_frozen_line like
         ``patch -R`` would, but keep the file's lines.  Raises Misordered."""
@@ -379,8 +395,9 @@ class Matcher(NearMatch):
         if emit:
             self.out_offset += len(repl) - len(pat)
 
-    def _write_patch_line(self, item: tuple[str, str, int], hunk_index: int,
-                          origin: dict[int, tuple[int, int]]) -> None:
+    def _write_patch_line(
+        self, item: tuple[str, str, int], hunk_index: int, origin: dict[int, tuple[int, int]]
+    ) -> None:
         _, body, idx = item
         line_no = self._write(body)
         self.after_newline = bool(body) and body.endswith("\n")

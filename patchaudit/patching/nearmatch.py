@@ -82,8 +82,9 @@ class NearMatch(LineIndex):
             self.work += spent
             self.nearest_budget = max(0, self.nearest_budget - spent)
 
-    def _finish_counts(self, texts: list[str], counts: dict[int, int],
-                       rest: list[tuple[int, list[int]]]) -> dict[int, int]:
+    def _finish_counts(
+        self, texts: list[str], counts: dict[int, int], rest: list[tuple[int, list[int]]]
+    ) -> dict[int, int]:
         """counts plus the pattern lines of the groups `rest` that match at each position."""
         inp = self.inp
         js = [j for _, group in rest for j in group]

@@ -25,7 +25,6 @@ def split_lines(text: str) -> tuple[list[str], bool]:
     return parts, False
 
 
-
 @dataclass
 class Side:
     """One direction of a hunk, as GNU's pch.c holds it (pch_swap'ed or not)."""

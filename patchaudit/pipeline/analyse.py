@@ -12,20 +12,19 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from patchaudit.config.settings import Settings
-from patchaudit.model.findings import FileError, Finding
-from patchaudit.inputs import source_lines
-from patchaudit.inputs.discover import PATCH, PYTHON, SourceFile
-from patchaudit.pipeline.results import FileResult
-from patchaudit.pipeline.run_rules import resolve_rules, run_python_rules, run_unit_rules, unit_line
-from patchaudit.pipeline.suppression import apply_per_file_ignores, apply_suppressions, dedupe_findings, \
-    finish_findings
-from patchaudit.units.suppression import suppressible_patch_lines
 # patchaudit.lint.rule imports libcst (its Rule is a libcst visitor): the functions that
 # run rules import it; a run that parses nothing never does (see parallel.py)
 from patchaudit.config.registry import PATCH as K_PATCH
 from patchaudit.config.registry import PYTHON as K_PYTHON
 from patchaudit.config.registry import TEXT as K_TEXT
+from patchaudit.config.settings import Settings
+from patchaudit.inputs import source_lines
+from patchaudit.inputs.discover import PATCH, PYTHON, SourceFile
+from patchaudit.model.findings import FileError, Finding
+from patchaudit.pipeline.results import FileResult
+from patchaudit.pipeline.run_rules import resolve_rules, run_python_rules, run_unit_rules, unit_line
+from patchaudit.pipeline.suppression import apply_per_file_ignores, apply_suppressions, dedupe_findings, finish_findings
+from patchaudit.units.suppression import suppressible_patch_lines
 
 if TYPE_CHECKING:  # pragma: no cover
     from patchaudit.lint.rule import Rule
@@ -52,7 +51,7 @@ def read_bytes(path: str, settings: Settings, result: FileResult) -> bytes | Non
         return _read(path, settings.max_file_size)
     except ReadError as exc:
         result.errors.append(read_error(exc))
-    except OSError as exc:   # pragma: no cover - the reader raises ReadError
+    except OSError as exc:  # pragma: no cover - the reader raises ReadError
         result.errors.append(FileError(path, f"cannot read: {exc.strerror or exc}"))
     return None
 
@@ -67,8 +66,14 @@ def decode_source(path: str, data: bytes, result: FileResult) -> str | None:
         return None
 
 
-def analyse_file(src: SourceFile, settings: Settings, rules: list[type[Rule]] | None = None,
-                 engines: Any = None, tokenizer: Any = None, data: bytes | None = None) -> FileResult:
+def analyse_file(
+    src: SourceFile,
+    settings: Settings,
+    rules: list[type[Rule]] | None = None,
+    engines: Any = None,
+    tokenizer: Any = None,
+    data: bytes | None = None,
+) -> FileResult:
     """Everything patchaudit does to one file.  Never raises for bad input.
 
     `data`, when given, is the file's content already read by the caller (the
@@ -77,18 +82,17 @@ def analyse_file(src: SourceFile, settings: Settings, rules: list[type[Rule]] | 
     result = FileResult(src.path)
     from patchaudit.inputs.pyast import set_parse_limit
 
-    set_parse_limit(settings)   # every parser of this process refuses texts over max-parse-size
+    set_parse_limit(settings)  # every parser of this process refuses texts over max-parse-size
     if data is None:
         data = read_bytes(src.path, settings, result)
     if data is None:
         return result
     findings: list[Finding] = []
     raw_lines: list[str]
-    comment_lines: list[str] | None = None   # patches: where suppression comments count
+    comment_lines: list[str] | None = None  # patches: where suppression comments count
     try:
         if src.kind == PATCH:
-            findings, raw_lines, comment_lines = _analyse_patch(src, data, settings, rules, engines, tokenizer,
-                                                                result)
+            findings, raw_lines, comment_lines = _analyse_patch(src, data, settings, rules, engines, tokenizer, result)
         else:
             got = _analyse_source(src, data, settings, rules, engines, tokenizer, result)
             if got is None:
@@ -98,7 +102,7 @@ def analyse_file(src: SourceFile, settings: Settings, rules: list[type[Rule]] | 
         result.errors.append(FileError(src.path, "input nested too deeply (recursion limit)"))
         _engine_errors(engines, result)
         return result
-    except MemoryError:   # over a worker's address-space budget (parallel.py), or the machine's
+    except MemoryError:  # over a worker's address-space budget (parallel.py), or the machine's
         result.errors.append(FileError(src.path, "analysis ran out of memory; not analysed"))
         _engine_errors(engines, result)
         return result
@@ -106,20 +110,29 @@ def analyse_file(src: SourceFile, settings: Settings, rules: list[type[Rule]] | 
         import traceback
 
         tb = traceback.extract_tb(exc.__traceback__)[-1]
-        result.errors.append(FileError(src.path, f"internal error: {exc!r} at {os.path.basename(tb.filename)}:{tb.lineno}"))
+        where = f"{os.path.basename(tb.filename)}:{tb.lineno}"
+        result.errors.append(FileError(src.path, f"internal error: {exc!r} at {where}"))
         _engine_errors(engines, result)
         return result
     _engine_errors(engines, result)
     findings = dedupe_findings(findings)
     findings = apply_per_file_ignores(findings, settings)
     result.findings, result.unused_suppressions = apply_suppressions(
-        findings, comment_lines if comment_lines is not None else raw_lines)
+        findings, comment_lines if comment_lines is not None else raw_lines
+    )
     finish_findings(src, result, raw_lines, comment_lines, rules, settings, engines, tokenizer)
     return result
 
 
-def _analyse_patch(src: SourceFile, data: bytes, settings: Settings, rules: list[type[Rule]], engines: Any,
-                   tokenizer: Any, result: FileResult) -> tuple[list[Finding], list[str], list[str]]:
+def _analyse_patch(
+    src: SourceFile,
+    data: bytes,
+    settings: Settings,
+    rules: list[type[Rule]],
+    engines: Any,
+    tokenizer: Any,
+    result: FileResult,
+) -> tuple[list[Finding], list[str], list[str]]:
     """A patch file: (findings, its lines, its lines where suppression comments count).
     With an engine its sections are judged in exact mode, else in fragment mode."""
     from patchaudit.inputs.patches import read_patch
@@ -136,9 +149,10 @@ def _analyse_patch(src: SourceFile, data: bytes, settings: Settings, rules: list
 
         try:
             units_py, units_text, punit.engine = exact_units(patch, engine_ctx, report_path=src.path)
-        except Exception as exc:   # a safety net: exact_units isolates each file section itself
-            result.errors.append(_internal_error(src.path, exc, "in exact mode; the patch was "
-                                                                "checked without the engine"))
+        except Exception as exc:  # a safety net: exact_units isolates each file section itself
+            result.errors.append(
+                _internal_error(src.path, exc, "in exact mode; the patch was checked without the engine")
+            )
             engine_ctx, punit.engine = None, None
         else:
             result.errors.extend(punit.engine.errors)
@@ -146,20 +160,30 @@ def _analyse_patch(src: SourceFile, data: bytes, settings: Settings, rules: list
     if engine_ctx is None:
         py_rules = [r for r in rules if K_PYTHON in r.kinds]
         units_py, units_text = patch_fragment_units(
-            patch, src.path, lambda text: any(r.can_match(text, settings) for r in py_rules))
+            patch, src.path, lambda text: any(r.can_match(text, settings) for r in py_rules)
+        )
     findings = run_unit_rules(punit, K_PATCH, rules, settings, result, engine=engine_ctx, tokenizer=tokenizer)
     # one unit (a hunk's windows, an exact-mode file) that fails costs that unit only
     for u in units_py:
-        findings += _isolated(u, result, lambda u=u: run_python_rules(u, rules, settings, result,
-                                                                      tokenizer))
+        findings += _isolated(u, result, lambda u=u: run_python_rules(u, rules, settings, result, tokenizer))
     for u in units_text:
-        findings += _isolated(u, result, lambda u=u: run_unit_rules(
-            u, K_TEXT, rules, settings, result, engine=engine_ctx, tokenizer=tokenizer))
+        findings += _isolated(
+            u,
+            result,
+            lambda u=u: run_unit_rules(u, K_TEXT, rules, settings, result, engine=engine_ctx, tokenizer=tokenizer),
+        )
     return findings, patch.lines, comment_lines
 
 
-def _analyse_source(src: SourceFile, data: bytes, settings: Settings, rules: list[type[Rule]], engines: Any,
-                    tokenizer: Any, result: FileResult) -> tuple[list[Finding], list[str]] | None:
+def _analyse_source(
+    src: SourceFile,
+    data: bytes,
+    settings: Settings,
+    rules: list[type[Rule]],
+    engines: Any,
+    tokenizer: Any,
+    result: FileResult,
+) -> tuple[list[Finding], list[str]] | None:
     """A .py or text file: (findings, its lines); None when it is not UTF-8 (an error on `result`)."""
     from patchaudit.units import PythonUnit, TextUnit
 
@@ -171,8 +195,9 @@ def _analyse_source(src: SourceFile, data: bytes, settings: Settings, rules: lis
         # with --engine, a plain .py file sees the run's first engine (and, through
         # its `engine_set`, every engine): the monkey-patch rules PA206/PA207
         py_engine = engines.for_python() if engines is not None else None
-        return run_python_rules(PythonUnit(path=src.path, text=text, engine=py_engine), rules,
-                                settings, result, tokenizer), raw_lines
+        return run_python_rules(
+            PythonUnit(path=src.path, text=text, engine=py_engine), rules, settings, result, tokenizer
+        ), raw_lines
     unit = TextUnit(path=src.path, flavor=src.kind, lines=raw_lines)
     return run_unit_rules(unit, K_TEXT, rules, settings, result, tokenizer=tokenizer), raw_lines
 
@@ -184,7 +209,7 @@ def _engine_errors(engines: Any, result: FileResult) -> None:
         return
     from patchaudit.units.engines import EngineSet
 
-    if isinstance(engines, EngineSet):   # bump's engine pairs read through their own sources
+    if isinstance(engines, EngineSet):  # bump's engine pairs read through their own sources
         result.errors.extend(engines.take_errors())
 
 
@@ -206,8 +231,9 @@ def _exact_engine(engines: Any, patch, path: str, result: FileResult):
     try:
         return engines.for_patch(patch)
     except Exception as exc:
-        result.errors.append(_internal_error(path, exc, "while matching the patch to the engine; it was "
-                                                        "checked without the engine"))
+        result.errors.append(
+            _internal_error(path, exc, "while matching the patch to the engine; it was checked without the engine")
+        )
         return None
 
 
@@ -216,8 +242,9 @@ def _isolated(unit, result: FileResult, run) -> list[Finding]:
     an error naming the patch file and the unit's line."""
     try:
         return run()
-    except Exception as exc:   # RecursionError too: the stack is unwound to here
+    except Exception as exc:  # RecursionError too: the stack is unwound to here
         where = unit.target_path or (unit.section.path if unit.section else unit.path)
-        result.errors.append(_internal_error(unit.path, exc, f"on {where}; the rest of the patch was checked",
-                                             unit_line(unit)))
+        result.errors.append(
+            _internal_error(unit.path, exc, f"on {where}; the rest of the patch was checked", unit_line(unit))
+        )
         return []

@@ -36,10 +36,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from patchaudit.inputs import source_lines
-from patchaudit.model.findings import Finding
-from patchaudit.model.escape import data, json_text
 from patchaudit.files.atomic import write_atomic
+from patchaudit.inputs import source_lines
+from patchaudit.model.escape import data, json_text
+from patchaudit.model.findings import Finding
 
 VERSION = 1
 #: a baseline (or a file fingerprinted) larger than this is not read
@@ -117,9 +117,9 @@ def ensure_fingerprints(findings: list[Finding]) -> None:
     from patchaudit.files.reader import read_bytes
 
     for path, fs in todo.items():
-        try:   # the one guarded reader: a regular file, bounded
+        try:  # the one guarded reader: a regular file, bounded
             lines = source_lines(read_bytes(path, MAX_BASELINE_FILE).decode("utf-8", "surrogateescape"))
-        except OSError:   # ReadError too
+        except OSError:  # ReadError too
             lines = []
         assign_fingerprints(fs, lines, is_patch=classify(path) == PATCH)
 
@@ -138,7 +138,7 @@ def split_fingerprint(fp: str) -> tuple[str, str]:
 
 @dataclass(frozen=True)
 class Entry:
-    path: str          # relative to the baseline's folder, with "/"
+    path: str  # relative to the baseline's folder, with "/"
     code: str
     line: int
     message: str
@@ -162,17 +162,24 @@ def write_baseline(path: str, findings: list[Finding]) -> int:
             raise BaselineError(f"{f.path}:{f.line}: finding without a fingerprint (internal error)")
         # a byte of a file name that is not UTF-8 is stored as the `\\xff` text every report uses
         # (patchaudit/model/escape.py); filter_new compares in the same form
-        entries.append({"path": data(_rel(f.path, base)), "code": f.code, "line": f.line,
-                        "message": data(f.message), "fingerprint": f.fingerprint})
+        entries.append(
+            {
+                "path": data(_rel(f.path, base)),
+                "code": f.code,
+                "line": f.line,
+                "message": data(f.message),
+                "fingerprint": f.fingerprint,
+            }
+        )
     entries.sort(key=lambda e: (e["path"], e["line"], e["code"], e["fingerprint"]))
     doc = {
         "patchaudit-baseline": VERSION,
         "comment": "Findings accepted as they are; `patchaudit check --baseline` reports only new ones. "
-                   "Regenerate with `patchaudit check --write-baseline FILE`.",
+        "Regenerate with `patchaudit check --write-baseline FILE`.",
         "findings": entries,
     }
     try:
-        write_atomic(path, json_text(doc) + "\n")   # whole or not at all
+        write_atomic(path, json_text(doc) + "\n")  # whole or not at all
     except OSError as exc:
         raise BaselineError(f"{path}: cannot write the baseline: {exc.strerror or exc}") from None
     return len(entries)
@@ -181,10 +188,10 @@ def write_baseline(path: str, findings: list[Finding]) -> int:
 def read_baseline(path: str) -> list[Entry]:
     from patchaudit.files.reader import ReadError, read_bytes
 
-    try:   # a regular file (never /dev/zero or a FIFO), bounded
+    try:  # a regular file (never /dev/zero or a FIFO), bounded
         raw = read_bytes(path, MAX_BASELINE_FILE)
     except ReadError as exc:
-        reason = exc.reason[len("cannot read: "):] if exc.reason.startswith("cannot read: ") else exc.reason
+        reason = exc.reason[len("cannot read: ") :] if exc.reason.startswith("cannot read: ") else exc.reason
         raise BaselineError(f"{path}: cannot read the baseline: {reason}") from None
     try:
         doc = json.loads(raw.decode("utf-8"))
@@ -195,14 +202,17 @@ def read_baseline(path: str) -> list[Entry]:
         raise BaselineError(f"{path}:{exc.lineno}: baseline is not valid JSON: {exc.msg}") from None
     except RecursionError:
         raise BaselineError(f"{path}: baseline is not read: JSON nested too deeply") from None
-    except ValueError as exc:   # a number of more than 4300 digits (Python's int-string limit)
+    except ValueError as exc:  # a number of more than 4300 digits (Python's int-string limit)
         raise BaselineError(f"{path}: baseline is not read: {str(exc).split(':')[0]}") from None
     if not isinstance(doc, dict) or "patchaudit-baseline" not in doc:
-        raise BaselineError(f"{path}: not a patchaudit baseline (no 'patchaudit-baseline' version key); "
-                            f"write one with --write-baseline")
+        raise BaselineError(
+            f"{path}: not a patchaudit baseline (no 'patchaudit-baseline' version key); write one with --write-baseline"
+        )
     if doc["patchaudit-baseline"] != VERSION:
-        raise BaselineError(f"{path}: baseline version {doc['patchaudit-baseline']!r} is not supported "
-                            f"(this patchaudit writes version {VERSION}); regenerate it with --write-baseline")
+        raise BaselineError(
+            f"{path}: baseline version {doc['patchaudit-baseline']!r} is not supported "
+            f"(this patchaudit writes version {VERSION}); regenerate it with --write-baseline"
+        )
     items = doc.get("findings")
     if not isinstance(items, list):
         raise BaselineError(f"{path}: 'findings' must be a list")
@@ -211,16 +221,19 @@ def read_baseline(path: str) -> list[Entry]:
         try:
             fp = item["fingerprint"]
             split_fingerprint(fp)
-            out.append(Entry(str(item["path"]), str(item["code"]), int(item.get("line", 0)),
-                             str(item.get("message", "")), fp))
-        except (KeyError, TypeError, ValueError, AttributeError, OverflowError):   # "line": Infinity
+            out.append(
+                Entry(str(item["path"]), str(item["code"]), int(item.get("line", 0)), str(item.get("message", "")), fp)
+            )
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError):  # "line": Infinity
             try:
                 shown = repr(item)
-            except (ValueError, RecursionError):   # pragma: no cover - json.loads refused those
+            except (ValueError, RecursionError):  # pragma: no cover - json.loads refused those
                 shown = f"a {type(item).__name__}"
             shown = shown if len(shown) <= 200 else shown[:197] + "..."
-            raise BaselineError(f"{path}: findings[{k}]: expected an object with 'path', 'code' and a "
-                                f"fingerprint 'PRIMARY-CONTEXT-N', got {shown}") from None
+            raise BaselineError(
+                f"{path}: findings[{k}]: expected an object with 'path', 'code' and a "
+                f"fingerprint 'PRIMARY-CONTEXT-N', got {shown}"
+            ) from None
     return out
 
 
@@ -256,7 +269,7 @@ def filter_new(findings: list[Finding], entries: list[Entry], baseline_path: str
                     left_old.remove(e)
                     break
         # 2. the rest in line order
-        for i, f in enumerate(cur):
+        for i, _f in enumerate(cur):
             if not left_old:
                 break
             if i not in matched:

@@ -93,7 +93,7 @@ def _locate(findings: list[Finding], rows: list[HunkRow]) -> None:
         row = at.get((f.path, f.line))
         if row is None:
             moved = sections.get((f.path, f.line))
-            if moved is not None and moved.moved_to:   # a file NEW no longer has: where its code went
+            if moved is not None and moved.moved_to:  # a file NEW no longer has: where its code went
                 f.target = Target(moved.moved_to, None, None)
             continue
         side = row.new if row.new is not None and row.new.status not in ("missing-file",) else (row.moved or row.old)
@@ -111,8 +111,11 @@ def _reword_incomplete(findings: list[Finding], new_name: str) -> None:
     note = f" ({INCOMPLETE_NOTE})"
     for f in findings:
         if note in f.message:
-            f.message = f.message.replace(note, f" (the call continues past a hunk that does not apply to "
-                                                f"{new_name}: judged from the lines the patch shows)")
+            f.message = f.message.replace(
+                note,
+                f" (the call continues past a hunk that does not apply to "
+                f"{new_name}: judged from the lines the patch shows)",
+            )
 
 
 def _hunk_rows(pair: PatchPair, audit: BumpAudit) -> list[HunkRow]:
@@ -126,10 +129,14 @@ def _hunk_rows(pair: PatchPair, audit: BumpAudit) -> list[HunkRow]:
         sec = rec.section
         moved_to, moved = None, {}
         if rec.missing and sec.hunks:
-            orec = next((r for r in (old_res.sections if old_res else []) if r.section.header_line ==
-                         sec.header_line), None)
-            reloc = audit.relocation(orec.engine_path) if orec is not None and orec.engine_path and \
-                orec.original_text is not None else None
+            orec = next(
+                (r for r in (old_res.sections if old_res else []) if r.section.header_line == sec.header_line), None
+            )
+            reloc = (
+                audit.relocation(orec.engine_path)
+                if orec is not None and orec.engine_path and orec.original_text is not None
+                else None
+            )
             if reloc is not None and reloc.new_path:
                 moved_to = reloc.new_path
                 text = audit.new.read_text(moved_to) or ""
@@ -142,16 +149,27 @@ def _hunk_rows(pair: PatchPair, audit: BumpAudit) -> list[HunkRow]:
                     ix = index_module(moved_to, text) if mod is None else mod
                     for h, r in zip(sec.hunks, applied.hunks):
                         at = first_change(h, r.source_line or h.source_start)
-                        moved[h.header_line] = Side(r.status, moved_to, r.offset, r.fuzz, r.line, r.source_line,
-                                                    ix.symbol_at(at), r.nearest)
+                        moved[h.header_line] = Side(
+                            r.status, moved_to, r.offset, r.fuzz, r.line, r.source_line, ix.symbol_at(at), r.nearest
+                        )
                 except ValueError:
                     pass
         for h in sec.hunks:
             o, n = old_by.get(h.header_line), new_by.get(h.header_line)
-            rows.append(HunkRow(pair.patch.path, h.header_line, h.index + 1, sec.path,
-                                Side.of(o) if o else None, Side.of(n) if n else None, moved_to,
-                                sec.header_line, moved.get(h.header_line),
-                                (h.header_line in pair.changed_hunks) if pair.changes_computed else None))
+            rows.append(
+                HunkRow(
+                    pair.patch.path,
+                    h.header_line,
+                    h.index + 1,
+                    sec.path,
+                    Side.of(o) if o else None,
+                    Side.of(n) if n else None,
+                    moved_to,
+                    sec.header_line,
+                    moved.get(h.header_line),
+                    (h.header_line in pair.changed_hunks) if pair.changes_computed else None,
+                )
+            )
     return rows
 
 
@@ -168,8 +186,9 @@ def open_pair(engine: str, old_spec: str, new_spec: str) -> tuple[EngineSource, 
     return old, new
 
 
-def run_bump(paths: list[str], engine: str, old_spec: str, new_spec: str, settings: Settings,
-             strip: int | None = None) -> BumpReport:
+def run_bump(
+    paths: list[str], engine: str, old_spec: str, new_spec: str, settings: Settings, strip: int | None = None
+) -> BumpReport:
     """Audit the patches (and monkey-patching .py files) under `paths` for the bump OLD -> NEW."""
     from patchaudit.inputs.discover import PATCH, PYTHON, discover
     from patchaudit.inputs.patches import read_patch
@@ -185,19 +204,26 @@ def run_bump(paths: list[str], engine: str, old_spec: str, new_spec: str, settin
     old, new = open_pair(engine, old_spec, new_spec)
     try:
         audit = BumpAudit(engine, old, new, strip, settings)
-        report = BumpReport(engine, old.label, new.label, audit.old_name, audit.new_name,
-                            errors=list(getattr(settings, "problems", ())) + list(errors), files=len(files))
+        report = BumpReport(
+            engine,
+            old.label,
+            new.label,
+            audit.old_name,
+            audit.new_name,
+            errors=list(getattr(settings, "problems", ())) + list(errors),
+            files=len(files),
+        )
         try:
             # NEW with every patch applied, in the order given: what the patched engine defines
             for src in files:
                 if src.kind != PATCH:
                     continue
-                try:   # the one guarded reader: a FIFO named x.patch is never opened
+                try:  # the one guarded reader: a FIFO named x.patch is never opened
                     from patchaudit.files.reader import read_bytes
 
                     data = read_bytes(src.path, settings.max_file_size)
                 except OSError:
-                    continue   # analyse_file reports it
+                    continue  # analyse_file reports it
                 audit.add_to_overlay(read_patch(src.path, data))
             engines = PairEngines(audit)
             py_files: list[str] = []

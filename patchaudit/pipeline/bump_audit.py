@@ -18,7 +18,6 @@ import ast
 from typing import Any
 
 from patchaudit.analysis.signatures import CallTarget
-from patchaudit.inputs.testfiles import is_test_file
 from patchaudit.analysis.upstream import (
     HunkChange,
     MissingFile,
@@ -30,9 +29,10 @@ from patchaudit.analysis.upstream import (
     sections_changed,
 )
 from patchaudit.config.settings import Settings
+from patchaudit.engine.definitions import FuncInfo, ModuleIndex, parse_python
 from patchaudit.engine.sources import EngineError, EngineSource, map_path
 from patchaudit.engine.symbols import Callee, CallShape, EngineIndex, call_sites, resolve_callee
-from patchaudit.engine.definitions import FuncInfo, ModuleIndex, parse_python
+from patchaudit.inputs.testfiles import is_test_file
 from patchaudit.pipeline.bump_engines import OverlaySource, PairContext, PatchPair, RevisionContext, short_name
 from patchaudit.units.engines import EngineContext, EngineSet
 from patchaudit.units.exact import HunkRecord
@@ -41,8 +41,7 @@ from patchaudit.units.exact import HunkRecord
 class BumpAudit:
     """The OLD and NEW engine versions of a bump and what is computed across them."""
 
-    def __init__(self, engine: str, old: EngineSource, new: EngineSource, strip: int | None,
-                 settings: Settings):
+    def __init__(self, engine: str, old: EngineSource, new: EngineSource, strip: int | None, settings: Settings):
         self.engine = engine
         self.old = old
         self.new = new
@@ -116,9 +115,9 @@ class BumpAudit:
                 applied = apply_hunks(lines, [h.to_spec() for h in section.hunks], ends_with_newline=eol)
             except ValueError:
                 continue
-            self.overlay.put(target, "\n".join(applied.lines) + ("\n" if applied.ends_with_newline
-                                                                 and applied.lines else ""))
-
+            self.overlay.put(
+                target, "\n".join(applied.lines) + ("\n" if applied.ends_with_newline and applied.lines else "")
+            )
 
     # ----- relocations ----------------------------------------------------------
     def _defs_by_name(self) -> dict[str, set[str]]:
@@ -142,8 +141,11 @@ class BumpAudit:
         old_res = pair.old_result
         if old_res is not None:
             for rec in old_res.sections:
-                if pair.new_ctx.engine_path(rec.section.target_path or rec.section.raw_path) == new_path \
-                        and rec.engine_path and not rec.missing:
+                if (
+                    pair.new_ctx.engine_path(rec.section.target_path or rec.section.raw_path) == new_path
+                    and rec.engine_path
+                    and not rec.missing
+                ):
                     return self.relocation(rec.engine_path)
         return self.relocation(new_path) if self.old.has(new_path) else None
 
@@ -155,7 +157,7 @@ class BumpAudit:
         key = (side, path)
         if key not in self._ranges:
             index = self.old_index if side == "old" else self.new_index
-            mod = index.module_by_path(path)   # parsed once already when the engine has the file
+            mod = index.module_by_path(path)  # parsed once already when the engine has the file
             tree = mod.tree if mod is not None and index.engine.read_text(path) == text else None
             self._ranges[key] = function_ranges(text, tree)
         return self._ranges[key]
@@ -190,8 +192,16 @@ class BumpAudit:
             old_hunks = {h.patch_line: h for h in orec.hunks}
             new_hunks = {h.patch_line: h for h in rec.hunks}
             for h in sec.hunks:
-                change = self._hunk_change(h, old_hunks.get(h.header_line), new_hunks.get(h.header_line),
-                                           old_path, orec.original_text, new_path, new_text, reloc)
+                change = self._hunk_change(
+                    h,
+                    old_hunks.get(h.header_line),
+                    new_hunks.get(h.header_line),
+                    old_path,
+                    orec.original_text,
+                    new_path,
+                    new_text,
+                    reloc,
+                )
                 if change is not None:
                     pair.changed_hunks.add(h.header_line)
                     out.append(change)
@@ -209,11 +219,21 @@ class BumpAudit:
         if mod is None:
             return None
         found = [f for f in mod.functions.values() if f.name == name] + [
-            c.methods[name] for c in mod.classes.values() if name in c.methods]
+            c.methods[name] for c in mod.classes.values() if name in c.methods
+        ]
         return found[0] if len(found) == 1 else None
 
-    def _hunk_change(self, h, oh: HunkRecord | None, nh: HunkRecord | None, old_path: str, old_text: str,
-                     new_path: str | None, new_text: str | None, reloc: Relocation | None) -> HunkChange | None:
+    def _hunk_change(
+        self,
+        h,
+        oh: HunkRecord | None,
+        nh: HunkRecord | None,
+        old_path: str,
+        old_text: str,
+        new_path: str | None,
+        new_text: str | None,
+        reloc: Relocation | None,
+    ) -> HunkChange | None:
         o_ranges = self._ranges_of("old", old_path, old_text)
         new_ranges = self._ranges_of("new", new_path, new_text) if new_path else []
         return hunk_change(h, oh, nh, o_ranges, new_ranges, old_text, new_path, new_text, reloc)
@@ -231,6 +251,7 @@ class BumpAudit:
             if reloc is not None and reloc.new_path:
                 mod = self.patched_index.module_by_path(reloc.new_path)
         return mod
+
     def class_for(self, mod: ModuleIndex, class_q: str | None, unit) -> str | None:
         if class_q and mod.find_class(class_q) is not None:
             return class_q
@@ -279,7 +300,6 @@ class BumpAudit:
                 return got
         return None
 
-
     def call_target(self, unit, callee: str, class_q: str | None) -> CallTarget | None:
         """The definitions a call in patched code binds to: in NEW with the patches applied
         (resolved through the module's imports and the class hierarchy), and the same
@@ -304,6 +324,7 @@ class BumpAudit:
         if not include_tests:
             sites = [s for s in sites if not is_test_file(s.path)]
         return sites
+
     def calls_to_check(self, unit) -> list[tuple[int, int, int, int, str, CallShape, str | None, bool]]:
         """The calls PA204 judges in a unit: (line, col, end line, end col of the callee, callee,
         shape, enclosing class, complete) for every call touching a line the patch changed.
@@ -335,8 +356,18 @@ class BumpAudit:
                 if got is not None:
                     shape, complete = got, True
             f_end = getattr(call.func, "end_lineno", call.lineno) or call.lineno
-            out.append((call.lineno, col(call.lineno, call.col_offset), f_end,
-                        col(f_end, getattr(call.func, "end_col_offset", 0) or 0), callee, shape, class_q, complete))
+            out.append(
+                (
+                    call.lineno,
+                    col(call.lineno, call.col_offset),
+                    f_end,
+                    col(f_end, getattr(call.func, "end_col_offset", 0) or 0),
+                    callee,
+                    shape,
+                    class_q,
+                    complete,
+                )
+            )
         return out
 
     def _complete_from_old(self, unit, line: int, callee: str) -> CallShape | None:
@@ -352,8 +383,13 @@ class BumpAudit:
             return None
         rec = next((r for r in pair.old_result.sections if r.section.header_line == section.header_line), None)
         old_h = pair.old_record(hunk.header_line)
-        if rec is None or rec.patched_text is None or old_h is None or old_h.status not in ("clean", "offset", "fuzz") \
-                or old_h.line is None:
+        if (
+            rec is None
+            or rec.patched_text is None
+            or old_h is None
+            or old_h.status not in ("clean", "offset", "fuzz")
+            or old_h.line is None
+        ):
             return None
         post = [l for l in hunk.lines if l.kind != "-"]
         k = next((i for i, l in enumerate(post) if l.patch_line == info.line), None)
@@ -370,4 +406,3 @@ class BumpAudit:
             if isinstance(node, ast.Call) and node.lineno == target and ast_callee(node.func) == callee:
                 return ast_call_shape(node)
         return None
-

@@ -100,7 +100,7 @@ class PatchPair:
         self._old: ExactResult | None = None
         self._new: ExactResult | None = None
         self._changes: list[MissingFile | HunkChange] | None = None
-        self.changed_hunks: set[int] = set()      # header lines of hunks whose engine code changed
+        self.changed_hunks: set[int] = set()  # header lines of hunks whose engine code changed
 
     @property
     def old_result(self) -> ExactResult | None:
@@ -136,7 +136,7 @@ class PatchPair:
 class PairEngines:
     """What `runner.analyse_file` takes as `engines`: one PairContext per patch."""
 
-    pair = "engine-pair"   # the engine-pair rules run (runner._needs_met)
+    pair = "engine-pair"  # the engine-pair rules run (runner._needs_met)
 
     def __init__(self, audit: Any):
         self.audit = audit

@@ -35,9 +35,9 @@ def audit_bump(py_files: list[str], old_ctx, new_ctx, settings) -> list:
     fork.max_file_size = settings.max_file_size
     out = []
     for path in py_files:
-        try:   # the one guarded reader: regular files only, bounded (analyse_file reports the rest)
+        try:  # the one guarded reader: regular files only, bounded (analyse_file reports the rest)
             text = read_text(path, settings.max_file_size)
-        except OSError:   # ReadError too
+        except OSError:  # ReadError too
             continue
         patches = collect(path, text, packages)
         if not patches:
@@ -85,9 +85,9 @@ class ForkIndex:
             if path is None:
                 continue
             if path not in self._modules:
-                try:   # the one guarded reader: regular files only, bounded
+                try:  # the one guarded reader: regular files only, bounded
                     self._modules[path] = index_module(path, read_text(path, self.max_file_size))
-                except OSError:   # ReadError too
+                except OSError:  # ReadError too
                     self._modules[path] = None
             mod = self._modules[path]
             rest = parts[cut:]
@@ -107,8 +107,9 @@ class ForkIndex:
         f = self.function(rep.fork_ref)
         if f is None:
             return
-        extra = [d for d in f.decorators if d not in ("staticmethod", "classmethod")
-                 and d not in TRANSPARENT_DECORATORS]
+        extra = [
+            d for d in f.decorators if d not in ("staticmethod", "classmethod") and d not in TRANSPARENT_DECORATORS
+        ]
         if extra:
             rep.note = f"decorated with @{extra[0]}"
             return

@@ -21,19 +21,27 @@ __all__ = ["BumpReport", "HunkRow", "Relocation", "Side"]
 class Side:
     """How one hunk applies to one engine version."""
 
-    status: str                  # clean | offset | fuzz | failed | already-applied | missing-file
-    path: str | None             # engine path
+    status: str  # clean | offset | fuzz | failed | already-applied | missing-file
+    path: str | None  # engine path
     offset: int = 0
     fuzz: int = 0
-    line: int | None = None      # GNU's "succeeded at" (in the patched file)
-    source_line: int | None = None   # where it matched (or was expected) in the engine file
+    line: int | None = None  # GNU's "succeeded at" (in the patched file)
+    source_line: int | None = None  # where it matched (or was expected) in the engine file
     symbol: str | None = None
     nearest: tuple[int, int, int] | None = None
 
     @classmethod
     def of(cls, rec: HunkRecord) -> "Side":
-        return cls(rec.status, rec.engine_path, rec.offset, rec.fuzz, rec.line,
-                   getattr(rec, "source_line", None), rec.symbol, rec.nearest)
+        return cls(
+            rec.status,
+            rec.engine_path,
+            rec.offset,
+            rec.fuzz,
+            rec.line,
+            getattr(rec, "source_line", None),
+            rec.symbol,
+            rec.nearest,
+        )
 
     def label(self) -> str:
         if self.status == "offset":
@@ -43,25 +51,31 @@ class Side:
         return self.status
 
     def to_json(self) -> dict[str, Any]:
-        return {"status": self.status, "path": self.path, "offset": self.offset, "fuzz": self.fuzz,
-                # the engine file's line (where it matched, or was expected); GNU's count in the
-                # patched file as patched_line
-                "line": self.source_line if self.source_line is not None else self.line,
-                "patched_line": self.line, "symbol": self.symbol,
-                "nearest": list(self.nearest) if self.nearest else None}
+        return {
+            "status": self.status,
+            "path": self.path,
+            "offset": self.offset,
+            "fuzz": self.fuzz,
+            # the engine file's line (where it matched, or was expected); GNU's count in the
+            # patched file as patched_line
+            "line": self.source_line if self.source_line is not None else self.line,
+            "patched_line": self.line,
+            "symbol": self.symbol,
+            "nearest": list(self.nearest) if self.nearest else None,
+        }
 
 
 @dataclass
 class HunkRow:
     patch: str
     patch_line: int
-    hunk: int                    # 1-based within its file section
-    target: str                  # the path as the patch names it (no a/ b/)
+    hunk: int  # 1-based within its file section
+    target: str  # the path as the patch names it (no a/ b/)
     old: Side | None
     new: Side | None
-    moved_to: str | None = None          # NEW lacks the file; its definitions are here
-    section_line: int | None = None      # the patch line of the hunk's file section
-    moved: Side | None = None            # the hunk applied to moved_to
+    moved_to: str | None = None  # NEW lacks the file; its definitions are here
+    section_line: int | None = None  # the patch line of the hunk's file section
+    moved: Side | None = None  # the hunk applied to moved_to
     changed_upstream: bool | None = None  # its engine code changed upstream (None: not computed)
 
     @property
@@ -72,20 +86,26 @@ class HunkRow:
         return None
 
     def to_json(self) -> dict[str, Any]:
-        return {"patch": self.patch, "patch_line": self.patch_line, "hunk": self.hunk, "target": self.target,
-                "symbol": self.symbol, "old": self.old.to_json() if self.old else None,
-                "new": self.new.to_json() if self.new else None, "moved_to": self.moved_to,
-                "moved": self.moved.to_json() if self.moved else None,
-                "changed_upstream": self.changed_upstream}
-
+        return {
+            "patch": self.patch,
+            "patch_line": self.patch_line,
+            "hunk": self.hunk,
+            "target": self.target,
+            "symbol": self.symbol,
+            "old": self.old.to_json() if self.old else None,
+            "new": self.new.to_json() if self.new else None,
+            "moved_to": self.moved_to,
+            "moved": self.moved.to_json() if self.moved else None,
+            "changed_upstream": self.changed_upstream,
+        }
 
 
 @dataclass
 class BumpReport:
     engine: str
-    old_label: str               # full labels (path@rev (sha), wheel file name, directory)
+    old_label: str  # full labels (path@rev (sha), wheel file name, directory)
     new_label: str
-    old_name: str                # short names for messages ("v1", "sglang 0.5.12.post1")
+    old_name: str  # short names for messages ("v1", "sglang 0.5.12.post1")
     new_name: str
     findings: list[Finding] = field(default_factory=list)
     errors: list[FileError] = field(default_factory=list)

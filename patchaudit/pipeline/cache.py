@@ -69,8 +69,18 @@ MAX_STORES = 16
 #: pickles per store (a file's result lives in the one its path hashes to)
 SHARDS = 64
 #: Settings fields that do not change a file's result
-_NOT_IN_KEY = {"jobs", "jobs_forced", "cache", "cache_dir", "cache_dir_origin", "cache_errors", "config_path",
-               "select", "ignore", "extend_select"}
+_NOT_IN_KEY = {
+    "jobs",
+    "jobs_forced",
+    "cache",
+    "cache_dir",
+    "cache_dir_origin",
+    "cache_errors",
+    "config_path",
+    "select",
+    "ignore",
+    "extend_select",
+}
 #: the file that proves a store folder this user's: seal(_STORE_TAG + its name)
 STORE_SEAL = ".patchaudit-store"
 _STORE_TAG = b"patchaudit store\0"
@@ -78,9 +88,11 @@ _STORE_NAME = re.compile(r"[0-9a-f]{32}")
 _SHARD_NAME = re.compile(r"[0-9a-f]{2}\.pickle")
 
 _GITIGNORE = "# Automatically created by patchaudit.\n*\n"
-_CACHEDIR_TAG = ("Signature: 8a477f597d28d172789f06886806bc55\n"
-                 "# This file is a cache directory tag created by patchaudit.\n"
-                 "# For information about cache directory tags see https://bford.info/cachedir/\n")
+_CACHEDIR_TAG = (
+    "Signature: 8a477f597d28d172789f06886806bc55\n"
+    "# This file is a cache directory tag created by patchaudit.\n"
+    "# For information about cache directory tags see https://bford.info/cachedir/\n"
+)
 
 
 def digest(data: bytes) -> bytes:
@@ -104,28 +116,35 @@ def _refuse(settings, path: str, message: str, line: int | None = None) -> None:
         errors.append(err)
 
 
-_HOW_ELSEWHERE = ("the scan runs without the cache (give --cache-dir, or set PATCHAUDIT_CACHE_DIR, to keep "
-                  "it elsewhere)")
+_HOW_ELSEWHERE = "the scan runs without the cache (give --cache-dir, or set PATCHAUDIT_CACHE_DIR, to keep it elsewhere)"
 
 
 def _location(settings) -> Location | None:
     """Where the cache of a run goes, or None (refused: the reason is in cache_errors)."""
     origin = settings.cache_dir_origin
-    if settings.cache_dir and origin is None:          # the user's own choice: anywhere
+    if settings.cache_dir and origin is None:  # the user's own choice: anywhere
         return Location(os.path.abspath(settings.cache_dir))
-    if settings.cache_dir:                              # from the checked tree's pyproject.toml
+    if settings.cache_dir:  # from the checked tree's pyproject.toml
         config, line, raw = origin
         anchor = os.path.dirname(os.path.abspath(config))
         target = os.path.normpath(os.path.join(anchor, settings.cache_dir))
         try:
             rel = os.path.relpath(target, anchor)
-        except ValueError:                              # another drive
+        except ValueError:  # another drive
             rel = os.pardir
         if rel == os.curdir or rel == os.pardir or rel.startswith(os.pardir + os.sep) or os.path.isabs(rel):
-            where = "is the folder of this pyproject.toml itself" if rel == os.curdir else \
-                f"leaves the folder of this pyproject.toml ({anchor})"
-            _refuse(settings, config, f"[tool.patchaudit] cache-dir = {raw!r} {where}: a cache folder set by "
-                                      f"the checked tree must be a folder inside it; {_HOW_ELSEWHERE}", line)
+            where = (
+                "is the folder of this pyproject.toml itself"
+                if rel == os.curdir
+                else f"leaves the folder of this pyproject.toml ({anchor})"
+            )
+            _refuse(
+                settings,
+                config,
+                f"[tool.patchaudit] cache-dir = {raw!r} {where}: a cache folder set by "
+                f"the checked tree must be a folder inside it; {_HOW_ELSEWHERE}",
+                line,
+            )
             return None
         return Location(anchor, tuple(rel.split(os.sep)))
     if settings.config_path:
@@ -155,19 +174,28 @@ def cache_root(settings) -> Path | None:
                 nxt = folder.sub(part)
             except Refused as exc:
                 if exc.reason != "is a symlink":
-                    return None   # a file, say: no cache, as before (nothing is written through it)
+                    return None  # a file, say: no cache, as before (nothing is written through it)
                 origin = settings.cache_dir_origin
                 if settings.cache_dir and origin is not None and exc.path != os.path.join(loc.path, __version__):
                     config, line, raw = origin
-                    _refuse(settings, config, f"[tool.patchaudit] cache-dir = {raw!r}: {_shown(exc.path)} "
-                                              f"is a symlink; a cache folder set by the checked tree is never "
-                                              f"reached through one; {_HOW_ELSEWHERE}", line)
+                    _refuse(
+                        settings,
+                        config,
+                        f"[tool.patchaudit] cache-dir = {raw!r}: {_shown(exc.path)} "
+                        f"is a symlink; a cache folder set by the checked tree is never "
+                        f"reached through one; {_HOW_ELSEWHERE}",
+                        line,
+                    )
                 else:
-                    _refuse(settings, exc.path, "is a symlink: the result cache is never written through one "
-                                                f"(a checkout can commit it to point elsewhere); {_HOW_ELSEWHERE}")
+                    _refuse(
+                        settings,
+                        exc.path,
+                        "is a symlink: the result cache is never written through one "
+                        f"(a checkout can commit it to point elsewhere); {_HOW_ELSEWHERE}",
+                    )
                 return None
             except OSError:
-                break   # missing (made safely later) or unreadable (no cache, as before)
+                break  # missing (made safely later) or unreadable (no cache, as before)
             folder.close()
             folder = nxt
     finally:
@@ -357,7 +385,7 @@ class ResultCache:
             return
         tag = seal(_STORE_TAG + self.key.encode())
         if tag is None:
-            return   # no key to prove the store ours later: keep nothing
+            return  # no key to prove the store ours later: keep nothing
         try:
             with self._loc.open(self.key, create=True) as st:
                 if st.lstat(STORE_SEAL) is None:
@@ -368,7 +396,7 @@ class ResultCache:
                     mtime = cur.st_mtime_ns if cur is not None else None
                     entries = self._shards.get(n, {})
                     if mtime != self._mtimes.get(n):
-                        entries, _ = self._load(st, n)   # another run wrote meanwhile: merge with it
+                        entries, _ = self._load(st, n)  # another run wrote meanwhile: merge with it
                     entries = dict(entries)
                     entries.update(new)
                     sealed = seal(pickle.dumps(entries, protocol=pickle.HIGHEST_PROTOCOL))
@@ -380,7 +408,7 @@ class ResultCache:
                     self._mtimes[n] = done.st_mtime_ns if done is not None else None
                 self.new = {}
                 self._cold = False
-                st.touch()   # the store's age, for _prune: its last write
+                st.touch()  # the store's age, for _prune: its last write
             self._prune()
         except OSError:
             pass
@@ -426,8 +454,11 @@ class ResultCache:
                 for name, info in version.entries():
                     if stat.S_ISDIR(info.st_mode) and _STORE_NAME.fullmatch(name):
                         stores.append((info.st_mtime_ns, name))
-                    elif stat.S_ISREG(info.st_mode) and name.endswith(".pickle") \
-                            and _STORE_NAME.fullmatch(name[:-len(".pickle")]):
+                    elif (
+                        stat.S_ISREG(info.st_mode)
+                        and name.endswith(".pickle")
+                        and _STORE_NAME.fullmatch(name[: -len(".pickle")])
+                    ):
                         single.append(name)
                 stores.sort(reverse=True)
                 ours = [name for _, name in stores if self._sealed_store(version, name)]

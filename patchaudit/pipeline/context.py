@@ -36,7 +36,8 @@ def engine_warnings(engines: EngineSet | None) -> list[str]:
 def load_tokenizer(settings: Settings):
     if not settings.tokenizer:
         return None
-    from patchaudit.inputs.tokenizer import TokenizerError, load_tokenizer as _load
+    from patchaudit.inputs.tokenizer import TokenizerError
+    from patchaudit.inputs.tokenizer import load_tokenizer as _load
 
     try:
         return _load(settings.tokenizer)

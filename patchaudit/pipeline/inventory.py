@@ -18,14 +18,14 @@ _HEADER_DEF = re.compile(r"^\s*(?:async\s+)?(?:def|class)\s+([A-Za-z_]\w*)")
 
 @dataclass
 class Row:
-    symbol: str                    # dotted engine symbol (module.Class.method)
-    source: str                    # "hunk" | "monkey-patch"
-    how: str                       # hunk | replaced | wrapped | added | mocked
-    path: str                      # the fork file (patch or .py)
-    line: int                      # its line there (the hunk's @@ line, the patch statement)
-    detail: str = ""               # hunk: "#2 clean"; monkey-patch: form (assign, setattr, mock.patch)
-    engine: str | None = None      # the engine checked (title), None without engines
-    exists: str = "-"              # yes | no | unknown | gated off | not checked | -
+    symbol: str  # dotted engine symbol (module.Class.method)
+    source: str  # "hunk" | "monkey-patch"
+    how: str  # hunk | replaced | wrapped | added | mocked
+    path: str  # the fork file (patch or .py)
+    line: int  # its line there (the hunk's @@ line, the patch statement)
+    detail: str = ""  # hunk: "#2 clean"; monkey-patch: form (assign, setattr, mock.patch)
+    engine: str | None = None  # the engine checked (title), None without engines
+    exists: str = "-"  # yes | no | unknown | gated off | not checked | -
     definition: str | None = None  # engine path:line of the symbol
     note: str = ""
 
@@ -91,8 +91,17 @@ def _hunk_rows(src, data: bytes, engines, packages: tuple[str, ...], inv: Invent
             module = _module_from_patch_path(section.path, packages)
             m = _HEADER_DEF.match(hunk.section_header or "")
             symbol = f"{module}.{m.group(1)}" if m and section.is_python else module
-            inv.rows.append(Row(symbol, "hunk", "hunk", src.path, hunk.header_line, f"#{hunk.index + 1}",
-                                note="enclosing symbol from the @@ header" if m and section.is_python else ""))
+            inv.rows.append(
+                Row(
+                    symbol,
+                    "hunk",
+                    "hunk",
+                    src.path,
+                    hunk.header_line,
+                    f"#{hunk.index + 1}",
+                    note="enclosing symbol from the @@ header" if m and section.is_python else "",
+                )
+            )
         return
     from patchaudit.engine.versions import engine_title
     from patchaudit.units.exact import exact_units
@@ -100,21 +109,37 @@ def _hunk_rows(src, data: bytes, engines, packages: tuple[str, ...], inv: Invent
     _, _, result = exact_units(patch, ctx, report_path=src.path)
     for rec in result.sections:
         path = rec.engine_path or rec.section.path
-        module = (ctx.source.module_name(path) if path and path.endswith(".py") else None) \
-            or _module_from_patch_path(path or rec.section.path, packages)
+        module = (ctx.source.module_name(path) if path and path.endswith(".py") else None) or _module_from_patch_path(
+            path or rec.section.path, packages
+        )
         title = engine_title(ctx, module.split(".", 1)[0])
         for h in rec.hunks:
             symbol = f"{module}.{h.symbol}" if h.symbol else module
             exists = {"failed": "no", "missing-file": "no"}.get(h.status, "yes")
-            status = h.status + (f" {h.offset:+d}" if h.status == "offset" else "") + (
-                f" {h.fuzz}" if h.status == "fuzz" else "")
+            status = (
+                h.status
+                + (f" {h.offset:+d}" if h.status == "offset" else "")
+                + (f" {h.fuzz}" if h.status == "fuzz" else "")
+            )
             note = ""
             if h.status == "failed":
                 note = "hunk does not apply" + (f" (nearest match at line {h.nearest[0]})" if h.nearest else "")
             elif h.status == "missing-file":
                 note = f"{path} does not exist in this engine"
-            inv.rows.append(Row(symbol, "hunk", "hunk", src.path, h.patch_line, f"#{h.index + 1} {status}",
-                                title, exists, f"{path}:{h.line}" if h.line and exists == "yes" else None, note))
+            inv.rows.append(
+                Row(
+                    symbol,
+                    "hunk",
+                    "hunk",
+                    src.path,
+                    h.patch_line,
+                    f"#{h.index + 1} {status}",
+                    title,
+                    exists,
+                    f"{path}:{h.line}" if h.line and exists == "yes" else None,
+                    note,
+                )
+            )
 
 
 def _monkeypatch_rows(path: str, text: str, ctxs: list, packages: tuple[str, ...], inv: Inventory) -> None:
@@ -126,8 +151,9 @@ def _monkeypatch_rows(path: str, text: str, ctxs: list, packages: tuple[str, ...
         detail = mp.form
         if mp.function:
             detail += f" in {mp.function}()"
-        base: dict[str, Any] = dict(symbol=symbol, source="monkey-patch", how=mp.how, path=mp.path, line=mp.line,
-                                    detail=detail)
+        base: dict[str, Any] = dict(
+            symbol=symbol, source="monkey-patch", how=mp.how, path=mp.path, line=mp.line, detail=detail
+        )
         if len(mp.targets) > 1:
             base["note"] = "or " + ", ".join(mp.targets[1:])
         if not ctxs:
@@ -142,8 +168,11 @@ def _monkeypatch_rows(path: str, text: str, ctxs: list, packages: tuple[str, ...
             title = engine_title(ctx, mp.top)
             gate = gated_off(mp, ctx)
             if gate is not None:
-                inv.rows.append(Row(**{**base, "note": f"not applied: {gate.describe()} is false"},
-                                    engine=title, exists="gated off"))
+                inv.rows.append(
+                    Row(
+                        **{**base, "note": f"not applied: {gate.describe()} is false"}, engine=title, exists="gated off"
+                    )
+                )
                 continue
             target, got = resolve_target(mp, ctx)
             exists = {"found": "yes", "missing": "no"}.get(got.state, "unknown")
@@ -154,8 +183,14 @@ def _monkeypatch_rows(path: str, text: str, ctxs: list, packages: tuple[str, ...
                     note = "the fork adds it (a backport shim or a marker it tests for)"
             elif got.state == "unknown":
                 note = got.reason
-            inv.rows.append(Row(**{**base, "symbol": target, "note": note}, engine=title, exists=exists,
-                                definition=got.where if got.state == "found" else None))
+            inv.rows.append(
+                Row(
+                    **{**base, "symbol": target, "note": note},
+                    engine=title,
+                    exists=exists,
+                    definition=got.where if got.state == "found" else None,
+                )
+            )
 
 
 def build_inventory(paths: list[str], settings: Settings) -> Inventory:
@@ -180,7 +215,7 @@ def build_inventory(paths: list[str], settings: Settings) -> Inventory:
         from patchaudit.files.reader import ReadError, read_bytes
         from patchaudit.pipeline.runner import read_error
 
-        try:   # the one guarded reader: a FIFO or a device is refused, never opened
+        try:  # the one guarded reader: a FIFO or a device is refused, never opened
             data = read_bytes(src.path, settings.max_file_size)
         except ReadError as exc:
             inv.errors.append(read_error(exc))

@@ -76,7 +76,7 @@ MAX_JOBS_PER_CPU = 4
 #: loaded machine)
 FILE_TIME_BUDGET = 600.0
 #: address space a worker may add to what it has when it starts (RLIMIT_AS), at least ...
-WORKER_MEMORY = 4 * 1024 ** 3
+WORKER_MEMORY = 4 * 1024**3
 #: ... and per byte of the largest text it may parse (max-parse-size): libcst with every
 #: rule's metadata peaked at ~800 bytes a byte
 WORKER_MEMORY_PER_PARSE_BYTE = 1500
@@ -140,8 +140,8 @@ def _set_parent_death_signal() -> None:
         import signal
 
         libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)     # PR_SET_PDEATHSIG
-    except Exception:   # pragma: no cover - no libc: the watcher thread does it
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except Exception:  # pragma: no cover - no libc: the watcher thread does it
         pass
 
 
@@ -173,7 +173,7 @@ def _limit_memory(settings) -> None:
     machine's memory."""
     try:
         import resource
-    except ImportError:   # pragma: no cover - not POSIX
+    except ImportError:  # pragma: no cover - not POSIX
         return
     base = _address_space()
     if base is None or not hasattr(resource, "RLIMIT_AS"):
@@ -186,20 +186,20 @@ def _limit_memory(settings) -> None:
         want = min(want, hard)
     try:
         resource.setrlimit(resource.RLIMIT_AS, (want, hard))
-    except (ValueError, OSError):   # pragma: no cover
+    except (ValueError, OSError):  # pragma: no cover
         pass
 
 
 def _worker_main(task_r, result_w, settings, codes: list[str], parent_pid: int, inherited: list) -> None:
     """A worker process: tasks `(i, src, data)` in, `("done", i, FileResult)` out, one at a
     time, until the task pipe ends (this process's parent closed it, or died)."""
-    for conn in inherited:   # the other workers' pipe ends (fork copies them): their EOF is theirs
+    for conn in inherited:  # the other workers' pipe ends (fork copies them): their EOF is theirs
         try:
             conn.close()
         except OSError:
             pass
     _set_parent_death_signal()
-    if os.getppid() != parent_pid:   # the parent died before the line above
+    if os.getppid() != parent_pid:  # the parent died before the line above
         os._exit(1)
     _watch_parent(parent_pid)
     from patchaudit.inputs.pyast import set_parse_limit
@@ -209,7 +209,7 @@ def _worker_main(task_r, result_w, settings, codes: list[str], parent_pid: int, 
     try:
         _worker_init(settings, codes)
         result_w.send(("ready",))
-    except BaseException as exc:   # the pool is broken: the parent does the work itself
+    except BaseException as exc:  # the pool is broken: the parent does the work itself
         try:
             result_w.send(("init-failed", repr(exc)[:500]))
         except Exception:
@@ -228,7 +228,7 @@ def _worker_main(task_r, result_w, settings, codes: list[str], parent_pid: int, 
             msg: tuple = ("done", i, _worker_run(i, src, data)[1])
         except MemoryError:
             msg = ("memory", i)
-        except BaseException:   # not the file's fault (a bug, a hook): the parent runs it
+        except BaseException:  # not the file's fault (a bug, a hook): the parent runs it
             msg = ("here", i)
         del src, data
         try:
@@ -236,9 +236,9 @@ def _worker_main(task_r, result_w, settings, codes: list[str], parent_pid: int, 
         except MemoryError:
             msg = ("memory", i)
             result_w.send(msg)
-        except Exception:   # the result does not pickle: the parent runs the file itself
+        except Exception:  # the result does not pickle: the parent runs the file itself
             result_w.send(("here", i))
-        if msg[0] == "memory":   # start afresh: the parent replaces this worker
+        if msg[0] == "memory":  # start afresh: the parent replaces this worker
             break
     os._exit(0)
 
@@ -249,8 +249,10 @@ def _worker_main(task_r, result_w, settings, codes: list[str], parent_pid: int, 
 
 def _cacheable(result) -> bool:
     # a worker's death or time budget depends on the machine and the moment, not on the file
-    return not any(e.message.startswith(("internal error", "cannot read", "analysis "))
-                   or " crashed" in e.message for e in result.errors)
+    return not any(
+        e.message.startswith(("internal error", "cannot read", "analysis ")) or " crashed" in e.message
+        for e in result.errors
+    )
 
 
 def _read(path: str, settings) -> bytes | None:
@@ -262,19 +264,20 @@ def _read(path: str, settings) -> bytes | None:
 
     try:
         return read_bytes(path, settings.max_file_size)
-    except OSError:   # ReadError: analyse_file reports it
+    except OSError:  # ReadError: analyse_file reports it
         return None
 
 
-def scan(files: list, settings, metas: list, engines: Any, tokenizer: Any, cache=None,
-         jobs: int | None = None, on_done=None) -> list[tuple[Any, bool]]:
+def scan(
+    files: list, settings, metas: list, engines: Any, tokenizer: Any, cache=None, jobs: int | None = None, on_done=None
+) -> list[tuple[Any, bool]]:
     """(FileResult, from the cache?) for each file, in the order of `files`.
 
     `on_done()`, if given, is called in this process once per finished file."""
     jobs = effective_jobs(jobs, settings, forced=jobs is not None)
     from patchaudit.inputs.pyast import set_parse_limit
 
-    set_parse_limit(settings)   # the pre-filter's ast gate refuses what libcst would
+    set_parse_limit(settings)  # the pre-filter's ast gate refuses what libcst would
     run = _Scan(files, settings, metas, engines, tokenizer, cache, jobs, on_done)
     LAST_SCAN.clear()
     LAST_SCAN.update(pool=False, eager=False, jobs=jobs, heavy=0, light=0, cached=0, lost=0, restarts=0)
@@ -283,7 +286,7 @@ def scan(files: list, settings, metas: list, engines: Any, tokenizer: Any, cache
     try:
         for i, src in enumerate(files):
             run.take(i, src)
-        for task in run.pending:   # too little heavy work for a pool
+        for task in run.pending:  # too little heavy work for a pool
             run.run_here(*task)
         run.pending.clear()
         while run.pool is not None and run.pool.busy():
@@ -292,7 +295,7 @@ def scan(files: list, settings, metas: list, engines: Any, tokenizer: Any, cache
         if run.pool is not None:
             LAST_SCAN["restarts"] += run.pool.restarts
             if not run.submitted or run.pool.busy():
-                run.pool.abandon()   # an eager pool that got no file, or an exception: stopped now
+                run.pool.abandon()  # an eager pool that got no file, or an exception: stopped now
             else:
                 run.pool.close()
     return [(run.results[i], run.cached[i]) for i in range(len(files))]
@@ -301,8 +304,9 @@ def scan(files: list, settings, metas: list, engines: Any, tokenizer: Any, cache
 class _Scan:
     """One scan's state: the results so far, the heavy files not yet handed out, the pool."""
 
-    def __init__(self, files: list, settings, metas: list, engines: Any, tokenizer: Any, cache, jobs: int,
-                 on_done) -> None:
+    def __init__(
+        self, files: list, settings, metas: list, engines: Any, tokenizer: Any, cache, jobs: int, on_done
+    ) -> None:
         self.files = files
         self.settings = settings
         self.metas = metas
@@ -316,10 +320,10 @@ class _Scan:
         self.digests: list[bytes | None] = [None] * len(files)
         self.cached = [False] * len(files)
         self.classes: list | None = None
-        self.pending: list[tuple[int, Any, bytes | None]] = []   # heavy files not yet handed out
+        self.pending: list[tuple[int, Any, bytes | None]] = []  # heavy files not yet handed out
         self.pending_bytes = 0
         self.pool: Pool | None = None
-        self.pool_broken = False   # workers could not start: the rest runs here, no new pool
+        self.pool_broken = False  # workers could not start: the rest runs here, no new pool
         self.submitted = False
 
     def rule_classes(self) -> list:
@@ -363,7 +367,7 @@ class _Scan:
             self.collect(False)
             return
         if self.jobs == 1 or self.pool_broken:
-            self.run_here(i, src, data)   # no pool will start: now, while the pre-filter's facts are fresh
+            self.run_here(i, src, data)  # no pool will start: now, while the pre-filter's facts are fresh
             return
         self.pending.append((i, src, data))
         self.pending_bytes += len(data) if data is not None else 0
@@ -385,8 +389,12 @@ class _Scan:
     def run_here(self, i: int, src, data) -> None:
         from patchaudit.pipeline.analyse import analyse_file
 
-        self.finish(i, analyse_file(src, self.settings, self.rule_classes_for(src.kind, data), self.engines,
-                                    self.tokenizer, data=data))
+        self.finish(
+            i,
+            analyse_file(
+                src, self.settings, self.rule_classes_for(src.kind, data), self.engines, self.tokenizer, data=data
+            ),
+        )
 
     def failed(self, i: int, src, message: str) -> None:
         from patchaudit.model.findings import FileError
@@ -399,11 +407,11 @@ class _Scan:
         for (i, src, data), kind, payload in outcomes:
             if kind == "done":
                 self.finish(i, payload)
-            elif kind == "error":      # the file killed its worker, or ran over the time budget
+            elif kind == "error":  # the file killed its worker, or ran over the time budget
                 self.failed(i, src, payload)
-            else:                      # not the file's fault (its result did not pickle...)
+            else:  # not the file's fault (its result did not pickle...)
                 self.run_here(i, src, data)
-        if self.pool is not None and self.pool.broken:   # workers cannot start: do the rest here
+        if self.pool is not None and self.pool.broken:  # workers cannot start: do the rest here
             left = self.pool.abandon()
             LAST_SCAN["restarts"] += self.pool.restarts
             self.pool, self.pool_broken = None, True
@@ -421,19 +429,25 @@ class _Scan:
     def submit(self, i: int, src, data) -> None:
         while self.pool is not None and self.pool.busy() >= self.jobs * WINDOW:
             self.collect(True)
-        if self.pool is None:   # the pool broke: finish serially
+        if self.pool is None:  # the pool broke: finish serially
             self.run_here(i, src, data)
             return
         self.pool.submit((i, src, data))
 
     def start_pool(self, eager: bool = False) -> None:
         if not eager:
-            self.rule_classes()   # import the rule modules (and libcst) once, before forking
+            self.rule_classes()  # import the rule modules (and libcst) once, before forking
         LAST_SCAN["pool"] = True
         # eagerly: the workers import libcst and the rules on the other cores while this
         # process reads and pre-filters
-        self.pool = Pool(self.jobs, self.settings, [m.code for m in self.metas if self.triage.runnable(m)],
-                         target=_worker_main, time_budget=FILE_TIME_BUDGET, memory=worker_memory(self.settings))
+        self.pool = Pool(
+            self.jobs,
+            self.settings,
+            [m.code for m in self.metas if self.triage.runnable(m)],
+            target=_worker_main,
+            time_budget=FILE_TIME_BUDGET,
+            memory=worker_memory(self.settings),
+        )
         if eager:
             LAST_SCAN["eager"] = True
 

@@ -29,15 +29,15 @@ def _read_regular(path: str, limit: int) -> bytes | None:
 
     try:
         return read_bytes(path, limit)
-    except OSError:   # ReadError: the per-file pass has reported it
+    except OSError:  # ReadError: the per-file pass has reported it
         return None
 
 
 def run_patch_set_rules(files, rules, settings, result) -> None:
     """Run the selected set rules over the patches among `files`; extend `result`."""
-    from patchaudit.pipeline.baseline import assign_fingerprints
     from patchaudit.inputs.discover import PATCH
     from patchaudit.inputs.patches import read_patch
+    from patchaudit.pipeline.baseline import assign_fingerprints
     from patchaudit.units import PatchUnit
 
     set_rules = [r for r in rules if r.sees_patch_set() and needs_met(r, engine=None, tokenizer=None)]
@@ -66,7 +66,7 @@ def run_patch_set_rules(files, rules, settings, result) -> None:
             where = units[0].path if units else "."
             result.errors.append(FileError(where, f"rule {r.code} crashed on the patch set: {exc!r}"))
             continue
-        hunk_index: dict[int, tuple[list[int], list]] = {}   # per patch: its hunks by line, built once
+        hunk_index: dict[int, tuple[list[int], list]] = {}  # per patch: its hunks by line, built once
         for unit, rep, related in inst.set_reports:
             f = unit.to_finding(r, rep)
             if f is None:
@@ -91,8 +91,7 @@ def run_patch_set_rules(files, rules, settings, result) -> None:
         result.findings.extend(kept)
     if bare_used:
         # a blanket `# patchaudit: ignore` used only by a set rule is not unused
-        result.findings[:] = [f for f in result.findings
-                              if not (f.code == "PA001" and (f.path, f.line) in bare_used)]
+        result.findings[:] = [f for f in result.findings if not (f.code == "PA001" and (f.path, f.line) in bare_used)]
 
 
 def _hunk_context(patch, line: int, index: dict | None = None) -> list[str]:

@@ -58,13 +58,13 @@ def _signal_name(code: int | None) -> str:
 class Worker:
     def __init__(self, process, task_w, result_r) -> None:
         self.process = process
-        self.task_w = task_w                     # this process's end of the task pipe
-        self.result_r = result_r                 # and of the result pipe
-        self.out: deque = deque()                # framed tasks not yet written (memoryviews)
-        self.inflight: deque = deque()           # tasks given to it, in order: [0] is the current one
-        self.started: float | None = None        # when its current task started
-        self.ready = False                       # its initializer finished
-        self.retiring = False                    # it exits after its last message (a MemoryError)
+        self.task_w = task_w  # this process's end of the task pipe
+        self.result_r = result_r  # and of the result pipe
+        self.out: deque = deque()  # framed tasks not yet written (memoryviews)
+        self.inflight: deque = deque()  # tasks given to it, in order: [0] is the current one
+        self.started: float | None = None  # when its current task started
+        self.ready = False  # its initializer finished
+        self.retiring = False  # it exits after its last message (a MemoryError)
 
 
 class Pool:
@@ -75,8 +75,7 @@ class Pool:
     `time_budget` seconds has its worker killed; `memory` is the address space a worker
     may add (named in the error of a file that ran over it)."""
 
-    def __init__(self, jobs: int, settings, codes: list[str], *, target, time_budget: float,
-                 memory: int) -> None:
+    def __init__(self, jobs: int, settings, codes: list[str], *, target, time_budget: float, memory: int) -> None:
         self.ctx = mp_context()
         self.target = target
         self.time_budget = time_budget
@@ -86,8 +85,8 @@ class Pool:
         self.settings = settings
         self.codes = codes
         self.workers: list[Worker] = []
-        self.queue: deque = deque()              # tasks no worker has yet
-        self.broken = False                      # workers cannot start: the caller takes over
+        self.queue: deque = deque()  # tasks no worker has yet
+        self.broken = False  # workers cannot start: the caller takes over
         self.finished = 0
         self.deaths = 0
         self.restarts = 0
@@ -102,10 +101,13 @@ class Pool:
         result_r, result_w = self.ctx.Pipe(duplex=False)
         # a forked worker holds copies of every pipe end this process has: it closes the
         # ones of the other workers, so each task pipe ends when this process dies
-        inherited = ([c for w in self.workers for c in (w.task_w, w.result_r)] + [task_w, result_r]
-                     if self.fork else [])
-        proc = self.ctx.Process(target=self.target, name="patchaudit-worker", daemon=True,
-                                args=(task_r, result_w, self.settings, self.codes, os.getpid(), inherited))
+        inherited = [c for w in self.workers for c in (w.task_w, w.result_r)] + [task_w, result_r] if self.fork else []
+        proc = self.ctx.Process(
+            target=self.target,
+            name="patchaudit-worker",
+            daemon=True,
+            args=(task_r, result_w, self.settings, self.codes, os.getpid(), inherited),
+        )
         proc.start()
         task_r.close()
         result_w.close()
@@ -119,7 +121,7 @@ class Pool:
         if kill and w.process.is_alive():
             try:
                 w.process.kill()
-            except Exception:   # pragma: no cover - already gone
+            except Exception:  # pragma: no cover - already gone
                 pass
         w.process.join(timeout=5)
         for conn in (w.task_w, w.result_r):
@@ -137,11 +139,11 @@ class Pool:
         w.inflight.clear()
         if message is None or not w.ready:
             self.broken = True
-        elif tasks and not w.retiring:   # a retiring worker had not started the others
+        elif tasks and not w.retiring:  # a retiring worker had not started the others
             out.append((tasks.pop(0), "error", message))
             self.deaths += 1
             if not self.finished and self.deaths >= MAX_DEATHS_WITHOUT_PROGRESS:
-                self.broken = True    # every worker dies, none finishes: not the files' fault
+                self.broken = True  # every worker dies, none finishes: not the files' fault
         self.queue.extendleft(reversed(tasks))
         if not self.broken:
             self.restarts += 1
@@ -151,8 +153,12 @@ class Pool:
     def _died(self, w: Worker, out: list) -> None:
         w.process.join(timeout=5)
         how = _signal_name(w.process.exitcode)
-        self._lost(w, f"analysis ran out of memory or crashed: the worker process analysing this file "
-                      f"ended with {how}; not analysed", out)
+        self._lost(
+            w,
+            f"analysis ran out of memory or crashed: the worker process analysing this file "
+            f"ended with {how}; not analysed",
+            out,
+        )
 
     # -- tasks ------------------------------------------------------------
     def busy(self) -> int:
@@ -178,7 +184,7 @@ class Pool:
             try:
                 w.task_w.send(task)
             except (OSError, ValueError):
-                pass   # the worker is gone: its sentinel says so
+                pass  # the worker is gone: its sentinel says so
             return
         w.out.append(memoryview(_frame(task)))
         self._flush(w)
@@ -189,7 +195,7 @@ class Pool:
                 n = os.write(w.task_w.fileno(), w.out[0])
             except BlockingIOError:
                 return
-            except (OSError, ValueError):   # the worker is gone: its sentinel says so
+            except (OSError, ValueError):  # the worker is gone: its sentinel says so
                 w.out.clear()
                 return
             if n >= len(w.out[0]):
@@ -205,7 +211,7 @@ class Pool:
                 w.started = time.monotonic()
             return
         if kind == "init-failed":
-            return   # the worker exits: _lost breaks the pool
+            return  # the worker exits: _lost breaks the pool
         task = w.inflight.popleft()
         w.started = time.monotonic() if w.inflight else None
         if kind == "done":
@@ -213,8 +219,14 @@ class Pool:
             out.append((task, "done", msg[2]))
         elif kind == "memory":
             w.retiring = True
-            out.append((task, "error", f"analysis ran out of memory (over the worker's budget of "
-                                       f"{self.memory // 2 ** 20} MiB); not analysed"))
+            out.append(
+                (
+                    task,
+                    "error",
+                    f"analysis ran out of memory (over the worker's budget of "
+                    f"{self.memory // 2**20} MiB); not analysed",
+                )
+            )
         else:
             out.append((task, "here", None))
         self._dispatch()
@@ -225,10 +237,14 @@ class Pool:
         (task, "here", None) (to run in this process)."""
         out: list = []
         now = time.monotonic()
-        for w in list(self.workers):   # the time budget
+        for w in list(self.workers):  # the time budget
             if w.inflight and w.started is not None and now - w.started > self.time_budget:
-                self._lost(w, f"analysis took longer than {self.time_budget:g} s (the per-file time budget): "
-                              f"its worker process was stopped; not analysed", out)
+                self._lost(
+                    w,
+                    f"analysis took longer than {self.time_budget:g} s (the per-file time budget): "
+                    f"its worker process was stopped; not analysed",
+                    out,
+                )
         if out or self.broken or not self.workers:
             return out
         deadlines = [w.started + self.time_budget for w in self.workers if w.inflight and w.started is not None]

@@ -13,7 +13,7 @@ class FileResult:
     path: str
     findings: list[Finding] = field(default_factory=list)
     errors: list[FileError] = field(default_factory=list)
-    parsed: int = 0          # libcst parses done (for the cache/speed tests)
+    parsed: int = 0  # libcst parses done (for the cache/speed tests)
     # suppression comments: (line, codes or None) that matched nothing
     unused_suppressions: list[tuple[int, tuple[str, ...] | None]] = field(default_factory=list)
     # exact mode: how each hunk applied (HunkRecord.to_json() dicts, picklable)
@@ -27,7 +27,7 @@ class RunResult:
     files: int = 0
     parsed: int = 0
     cached: int = 0
-    hunks: list[Any] = field(default_factory=list)   # exact mode: per-hunk application records
+    hunks: list[Any] = field(default_factory=list)  # exact mode: per-hunk application records
     #: what the user should hear that is no error (exit code unchanged): engine archive
     #: members refused (a huge member, a lying header, a huge tar name)
     warnings: list[str] = field(default_factory=list)

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Iterable
 
-from patchaudit.config.settings import Settings
-from patchaudit.model.findings import FileError, Finding, Report
-from patchaudit.pipeline.results import FileResult, RunError
 # patchaudit.lint.rule imports libcst (its Rule is a libcst visitor): the functions that
 # run rules import it; a run that parses nothing never does (see parallel.py)
 from patchaudit.config.registry import PYTHON as K_PYTHON
 from patchaudit.config.registry import TEXT as K_TEXT
+from patchaudit.config.settings import Settings
+from patchaudit.model.findings import FileError, Finding, Report
+from patchaudit.pipeline.results import FileResult, RunError
 
 if TYPE_CHECKING:  # pragma: no cover
     from patchaudit.lint.rule import Rule, RuleContext
@@ -47,11 +47,15 @@ def needs_met(rule: type[Rule], *, engine: Any, tokenizer: Any) -> bool:
     return True
 
 
-def run_python_rules(unit, rules: list[type[Rule]], settings: Settings, result: FileResult,
-                     tokenizer: Any = None) -> list[Finding]:
+def run_python_rules(
+    unit, rules: list[type[Rule]], settings: Settings, result: FileResult, tokenizer: Any = None
+) -> list[Finding]:
     engine = unit.engine
-    active = [r for r in rules if K_PYTHON in r.kinds and needs_met(r, engine=engine, tokenizer=tokenizer)
-              and r.can_match(unit.text, settings)]
+    active = [
+        r
+        for r in rules
+        if K_PYTHON in r.kinds and needs_met(r, engine=engine, tokenizer=tokenizer) and r.can_match(unit.text, settings)
+    ]
     if not active:
         return []
     # libcst costs ~600 bytes of memory a byte and ~0.7 MB/s: a text over the parse budget
@@ -68,9 +72,14 @@ def run_python_rules(unit, rules: list[type[Rule]], settings: Settings, result: 
     deep = too_deep(unit.text, settings.max_nesting)
     if deep is not None:
         info = unit.info(deep[0])
-        result.errors.append(FileError(unit.path, f"Python nested too deeply: about {deep[1]} levels, over the "
-                                                  f"limit of {settings.max_nesting} (max-nesting); not analysed",
-                                       info.line if info else unit_line(unit)))
+        result.errors.append(
+            FileError(
+                unit.path,
+                f"Python nested too deeply: about {deep[1]} levels, over the "
+                f"limit of {settings.max_nesting} (max-nesting); not analysed",
+                info.line if info else unit_line(unit),
+            )
+        )
         return []
     # local rules (Rule.local) run on the unit pruned to their statements, the others on
     # the whole unit; a rule that only reads the module (the dataflow rules) then no
@@ -82,7 +91,7 @@ def run_python_rules(unit, rules: list[type[Rule]], settings: Settings, result: 
         batches = []
         if local:
             pruned = _parse_unit(unit, local, cst, keep=not rest)
-            if pruned is full:   # nothing pruned: one pass for all
+            if pruned is full:  # nothing pruned: one pass for all
                 rest = rest + local
             else:
                 batches.append((pruned, local))
@@ -93,26 +102,28 @@ def run_python_rules(unit, rules: list[type[Rule]], settings: Settings, result: 
             result.errors.append(FileError(unit.path, f"cannot parse Python: {exc.message}", exc.raw_line))
         return []
     except RecursionError:
-        result.errors.append(FileError(unit.path, "Python nested too deeply to parse (recursion limit)",
-                                       unit_line(unit)))
+        result.errors.append(
+            FileError(unit.path, "Python nested too deeply to parse (recursion limit)", unit_line(unit))
+        )
         return []
     result.parsed += 1
     out: list[Finding] = []
     for module, batch in batches:
-        instances = [i for i in (_instance(r, unit, settings, engine, tokenizer, result) for r in batch)
-                     if i is not None]
+        instances = [
+            i for i in (_instance(r, unit, settings, engine, tokenizer, result) for r in batch) if i is not None
+        ]
         # one batched pass for the batch's rules; positions only if a rule reports (lazy_metadata.py)
         wrapper = metadata_wrapper(module)
         try:
             visit_rules(wrapper, instances)
         except RecursionError:
-            result.errors.append(FileError(unit.path, "Python nested too deeply to analyse (recursion limit)",
-                                           unit_line(unit)))
+            result.errors.append(
+                FileError(unit.path, "Python nested too deeply to analyse (recursion limit)", unit_line(unit))
+            )
             return []
         for inst in instances:
             if inst.crash is not None:
-                result.errors.append(FileError(unit.path, f"rule {inst.code} crashed: {inst.crash!r}",
-                                               unit_line(unit)))
+                result.errors.append(FileError(unit.path, f"rule {inst.code} crashed: {inst.crash!r}", unit_line(unit)))
             out.extend(_to_findings(unit, type(inst), inst.reports))
     return out
 
@@ -136,8 +147,7 @@ def _too_large(unit, settings: Settings, result: FileResult) -> bool:
         what = f"the Python a hunk of {unit.target_path} shows is {what}"
     else:
         what = f"Python {what}"
-    result.errors.append(FileError(unit.path, what, None if unit.mode == "file"
-                                   else unit_line(unit)))
+    result.errors.append(FileError(unit.path, what, None if unit.mode == "file" else unit_line(unit)))
     return True
 
 
@@ -209,8 +219,15 @@ def _to_findings(unit, rule: type[Rule], reports: Iterable[Report]) -> list[Find
     return out
 
 
-def run_unit_rules(unit, kind: str, rules: list[type[Rule]], settings: Settings, result: FileResult,
-                   engine: Any = None, tokenizer: Any = None) -> list[Finding]:
+def run_unit_rules(
+    unit,
+    kind: str,
+    rules: list[type[Rule]],
+    settings: Settings,
+    result: FileResult,
+    engine: Any = None,
+    tokenizer: Any = None,
+) -> list[Finding]:
     """Text and patch rules: each gets the unit and reports in its coordinates."""
     out: list[Finding] = []
     for r in rules:

@@ -17,19 +17,36 @@ from typing import Any
 from patchaudit.config.settings import Settings
 from patchaudit.inputs.discover import PATCH
 from patchaudit.model.findings import Finding
-from patchaudit.pipeline.context import engine_warnings, load_tokenizer, open_engines
-from patchaudit.pipeline.results import RunError, RunResult, unique_errors
+
 # the pipeline's public names, importable from here as before the split (commands,
 # the bump pipeline and tests import them from patchaudit.pipeline.runner)
 from patchaudit.pipeline.analyse import analyse_file, read_error  # noqa: F401
-from patchaudit.pipeline.results import FileResult  # noqa: F401
+from patchaudit.pipeline.context import engine_warnings, load_tokenizer, open_engines
+from patchaudit.pipeline.results import (
+    FileResult,  # noqa: F401
+    RunError,
+    RunResult,
+    unique_errors,
+)
 from patchaudit.pipeline.run_rules import resolve_rules, run_python_rules  # noqa: F401
 from patchaudit.pipeline.suppression import apply_per_file_ignores, apply_suppressions  # noqa: F401
 from patchaudit.units.fragments import patch_fragment_units  # noqa: F401
 
-__all__ = ["FileResult", "RunError", "RunResult", "analyse_file", "apply_per_file_ignores", "apply_suppressions",
-           "load_tokenizer", "open_engines", "patch_fragment_units", "read_error", "resolve_rules",
-           "run_check", "run_python_rules"]
+__all__ = [
+    "FileResult",
+    "RunError",
+    "RunResult",
+    "analyse_file",
+    "apply_per_file_ignores",
+    "apply_suppressions",
+    "load_tokenizer",
+    "open_engines",
+    "patch_fragment_units",
+    "read_error",
+    "resolve_rules",
+    "run_check",
+    "run_python_rules",
+]
 
 
 def run_check(paths: list[str], settings: Settings, progress: Any = None) -> RunResult:
@@ -41,10 +58,10 @@ def run_check(paths: list[str], settings: Settings, progress: Any = None) -> Run
     that parses nothing never imports libcst or a rule module.
     """
     from patchaudit import __version__
-    from patchaudit.pipeline.cache import ResultCache, cache_root, ensure_root
-    from patchaudit.inputs.discover import discover
-    from patchaudit.pipeline.parallel import scan
     from patchaudit.config.registry import rule_index, select_codes
+    from patchaudit.inputs.discover import discover
+    from patchaudit.pipeline.cache import ResultCache, cache_root, ensure_root
+    from patchaudit.pipeline.parallel import scan
 
     root = cache_root(settings) if settings.cache else None
     if root is not None and not ensure_root(root):
@@ -66,7 +83,7 @@ def run_check(paths: list[str], settings: Settings, progress: Any = None) -> Run
     for fr, hit in scan(files, settings, metas, engines, tokenizer, cache, on_done=done):
         result.findings.extend(fr.findings)
         result.errors.extend(fr.errors)
-        result.parsed += 0 if hit else fr.parsed   # a cached result was parsed by an earlier run
+        result.parsed += 0 if hit else fr.parsed  # a cached result was parsed by an earlier run
         result.cached += hit
         result.hunks.extend(fr.hunks)
     # one refused engine file is one error of the run, however many worker processes met it

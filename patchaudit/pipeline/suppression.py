@@ -77,18 +77,37 @@ def apply_suppressions(findings: list[Finding], lines: list[str]):
     return kept, unused
 
 
-def finish_findings(src: SourceFile, result: FileResult, raw_lines: list[str], comment_lines,
-                    rules: list[type[Rule]], settings: Settings, engines: Any, tokenizer: Any) -> None:
+def finish_findings(
+    src: SourceFile,
+    result: FileResult,
+    raw_lines: list[str],
+    comment_lines,
+    rules: list[type[Rule]],
+    settings: Settings,
+    engines: Any,
+    tokenizer: Any,
+) -> None:
     """Issue 6: PA001 (unused suppressions, opt-in) and baseline fingerprints."""
     if any(r.code == "PA001" for r in rules):
         from patchaudit.config.registry import all_rules
         from patchaudit.rules.pa001_unused_suppression import unused_suppression_findings
 
-        ran = [r for r in rules if needs_met(r, engine=engines if src.kind in (PATCH, PYTHON) else None,
-                                             tokenizer=tokenizer)]
-        result.findings += apply_per_file_ignores(unused_suppression_findings(
-            src.path, result.unused_suppressions,
-            comment_lines if comment_lines is not None else raw_lines, rules, ran, list(all_rules())), settings)
+        ran = [
+            r
+            for r in rules
+            if needs_met(r, engine=engines if src.kind in (PATCH, PYTHON) else None, tokenizer=tokenizer)
+        ]
+        result.findings += apply_per_file_ignores(
+            unused_suppression_findings(
+                src.path,
+                result.unused_suppressions,
+                comment_lines if comment_lines is not None else raw_lines,
+                rules,
+                ran,
+                list(all_rules()),
+            ),
+            settings,
+        )
     from patchaudit.pipeline.baseline import assign_fingerprints
 
     assign_fingerprints(result.findings, raw_lines, is_patch=src.kind == PATCH)

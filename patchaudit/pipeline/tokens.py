@@ -35,7 +35,6 @@ MAX_FILE = 1 << 40
 _BOM = b"\xef\xbb\xbf"
 
 
-
 class InputError(Exception):
     """One line (or file) that cannot be audited."""
 
@@ -55,9 +54,16 @@ class Difference:
     becomes: tuple[int, ...]
 
     def to_json(self, tok) -> dict[str, Any]:
-        return {"start": self.start, "end": self.end, "ids": list(self.ids), "tokens": tok.tokens(self.ids),
-                "new_start": self.new_start, "new_end": self.new_start + len(self.becomes),
-                "becomes": list(self.becomes), "becomes_tokens": tok.tokens(self.becomes)}
+        return {
+            "start": self.start,
+            "end": self.end,
+            "ids": list(self.ids),
+            "tokens": tok.tokens(self.ids),
+            "new_start": self.new_start,
+            "new_end": self.new_start + len(self.becomes),
+            "becomes": list(self.becomes),
+            "becomes_tokens": tok.tokens(self.becomes),
+        }
 
 
 @dataclass
@@ -74,9 +80,15 @@ class Sample:
         return bool(self.differences)
 
     def to_json(self, tok) -> dict[str, Any]:
-        return {"path": self.path, "line": self.line, "id": self.sample_id, "length": len(self.ids),
-                "new_length": len(self.reencoded) if self.reencoded is not None else None,
-                "drifts": self.drifts, "differences": [d.to_json(tok) for d in self.differences]}
+        return {
+            "path": self.path,
+            "line": self.line,
+            "id": self.sample_id,
+            "length": len(self.ids),
+            "new_length": len(self.reencoded) if self.reencoded is not None else None,
+            "drifts": self.drifts,
+            "differences": [d.to_json(tok) for d in self.differences],
+        }
 
 
 def diff_ids(a: Sequence[int], b: Sequence[int]) -> list[Difference]:
@@ -90,7 +102,7 @@ def diff_ids(a: Sequence[int], b: Sequence[int]) -> list[Difference]:
     s = 0
     while s < n - p and a[len(a) - 1 - s] == b[len(b) - 1 - s]:
         s += 1
-    mid_a, mid_b = a[p:len(a) - s], b[p:len(b) - s]
+    mid_a, mid_b = a[p : len(a) - s], b[p : len(b) - s]
     out = []
     for tag, i1, i2, j1, j2 in SequenceMatcher(a=mid_a, b=mid_b, autojunk=False).get_opcodes():
         if tag != "equal":
@@ -104,7 +116,8 @@ def _json_type(value: Any) -> str:
     if isinstance(value, bool):
         return "a boolean"
     return {dict: "an object", list: "an array", str: "a string", int: "a number", float: "a number"}.get(
-        type(value), type(value).__name__)
+        type(value), type(value).__name__
+    )
 
 
 def get_field(obj: Any, dotted: str) -> Any:
@@ -161,7 +174,7 @@ class Auditor:
             raise InputError(f"not valid JSON: {exc.msg} (column {exc.colno})") from None
         except RecursionError:
             raise InputError("not read: JSON nested too deeply") from None
-        except ValueError as exc:   # a number of more than 4300 digits (Python's int-string limit)
+        except ValueError as exc:  # a number of more than 4300 digits (Python's int-string limit)
             raise InputError(f"not read: {str(exc).split(':')[0]}") from None
         if isinstance(obj, list):
             value = obj
@@ -178,8 +191,10 @@ class Auditor:
             lo, hi = min(value), max(value)
             if lo < 0 or hi > self._max_id:
                 bad = lo if lo < 0 else hi
-                raise InputError(f"field {self.field!r}: id {bad} is not in the tokenizer's vocabulary "
-                                 f"(ids 0..{self._max_id}); is this the model's tokenizer?")
+                raise InputError(
+                    f"field {self.field!r}: id {bad} is not in the tokenizer's vocabulary "
+                    f"(ids 0..{self._max_id}); is this the model's tokenizer?"
+                )
             if self._holes:
                 hole = next((v for v in value if not self.tok.is_valid_id(v)), None)
                 if hole is not None:
@@ -218,9 +233,16 @@ class Auditor:
     def top_pairs(self, n: int) -> list[dict[str, Any]]:
         out = []
         for (ids, becomes), count in self.pairs.most_common(n if n > 0 else None):
-            out.append({"ids": list(ids), "tokens": self.tok.tokens(ids), "becomes": list(becomes),
-                        "becomes_tokens": self.tok.tokens(becomes), "count": count,
-                        "samples": self.pair_samples[(ids, becomes)]})
+            out.append(
+                {
+                    "ids": list(ids),
+                    "tokens": self.tok.tokens(ids),
+                    "becomes": list(becomes),
+                    "becomes_tokens": self.tok.tokens(becomes),
+                    "count": count,
+                    "samples": self.pair_samples[(ids, becomes)],
+                }
+            )
         return out
 
 
@@ -257,8 +279,8 @@ def iter_lines(path: str, on_read: Callable[[int], None] | None = None) -> Itera
     is yielded as `(n, None)`, and the lines after it are read as usual."""
     import zlib
 
-    from patchaudit.inputs.discover import read_error_message
     from patchaudit.files.reader import ReadError, open_regular
+    from patchaudit.inputs.discover import read_error_message
 
     try:
         raw = open_regular(path, MAX_FILE)
@@ -279,13 +301,13 @@ def iter_lines(path: str, on_read: Callable[[int], None] | None = None) -> Itera
                 break
             n += 1
             if len(line) > MAX_LINE and not line.endswith(b"\n"):
-                while True:   # the rest of the line, in bounded pieces, dropped
+                while True:  # the rest of the line, in bounded pieces, dropped
                     piece = stream.readline(1 << 20)
                     if not piece or piece.endswith(b"\n"):
                         break
                 line = None
             elif n == 1 and line.startswith(_BOM):
-                line = line[len(_BOM):]
+                line = line[len(_BOM) :]
             if on_read is not None and counting.pos != last:
                 on_read(counting.pos - last)
                 last = counting.pos
@@ -300,9 +322,14 @@ def iter_lines(path: str, on_read: Callable[[int], None] | None = None) -> Itera
 # the files of a run
 
 
-def audit_files(files: Sequence[str], aud: Auditor, *, on_read: Callable[[int], None],
-                on_error: Callable[[str, int | None, str], None],
-                on_batch: Callable[[list[Sample]], None]) -> tuple[list[dict[str, Any]], int]:
+def audit_files(
+    files: Sequence[str],
+    aud: Auditor,
+    *,
+    on_read: Callable[[int], None],
+    on_error: Callable[[str, int | None, str], None],
+    on_batch: Callable[[list[Sample]], None],
+) -> tuple[list[dict[str, Any]], int]:
     """Audit the JSONL `files` with `aud`: each batch of checked samples goes to
     `on_batch`, each line or file that cannot be read to `on_error` (path, line or
     None, message), the bytes read to `on_read`.  Returns (per-file counts, errors)."""
@@ -345,6 +372,12 @@ def audit_files(files: Sequence[str], aud: Auditor, *, on_read: Callable[[int], 
         except InputError as exc:
             error(path, None, str(exc))
         flush(pending)
-        per_file.append({"path": path, "samples": aud.checked - before[0], "drifting": aud.drifting - before[1],
-                         "errors": error_count - file_errors})
+        per_file.append(
+            {
+                "path": path,
+                "samples": aud.checked - before[0],
+                "drifting": aud.drifting - before[1],
+                "errors": error_count - file_errors,
+            }
+        )
     return per_file, error_count

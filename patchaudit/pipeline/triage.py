@@ -25,10 +25,11 @@ class Triage:
         engine_marker = engines if engines is not None else (True if settings.engines else None)
         runnable = [m for m in metas if needs_met(m, engine=engine_marker, tokenizer=tokenizer)]
         self.runnable_codes = {m.code for m in runnable}
-        default_run = (list(settings.engine_packages) == list(Settings().engine_packages)
-                       and not settings.engines)
-        self.static_ok = {m.code: m.byte_filter and (not m.custom_filter or (
-            default_run and not settings.options_for(m.code))) for m in runnable}
+        default_run = list(settings.engine_packages) == list(Settings().engine_packages) and not settings.engines
+        self.static_ok = {
+            m.code: m.byte_filter and (not m.custom_filter or (default_run and not settings.options_for(m.code)))
+            for m in runnable
+        }
         self.by_kind = {
             "python": [m for m in runnable if "python" in m.kinds],
             "text": [m for m in runnable if "text" in m.kinds],
@@ -55,13 +56,13 @@ class Triage:
 
     def heavy(self, kind: str, data: bytes) -> bool:
         if kind == "patch":
-            return True   # fragment and exact units are built from the patch: always run the rules
+            return True  # fragment and exact units are built from the patch: always run the rules
         unit_kind = "python" if kind == "python" else "text"
         text: str | None = None
         for m in self.by_kind[unit_kind]:
             if self.static_ok[m.code]:
                 if not m.can_match_bytes(data):
-                    continue   # cannot fire: decided without importing the rule
+                    continue  # cannot fire: decided without importing the rule
                 if not m.custom_filter or self.defer:
                     return True
                 # `requires` (a sound over-approximation) let it through: the rule's own,
@@ -73,7 +74,7 @@ class Triage:
                 try:
                     text = data.decode("utf-8-sig")
                 except UnicodeDecodeError:
-                    return True   # analyse_file reports it; no rule will run
+                    return True  # analyse_file reports it; no rule will run
             # exactly what run_rules.run_python_rules / run_unit_rules ask
             if unit_kind == "python":
                 if m.load().can_match(text, self.settings):

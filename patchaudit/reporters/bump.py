@@ -16,8 +16,7 @@ def render_text(report, color: bool = False) -> str:
 
     v = visible
 
-    out = [style(f"patchaudit bump {v(report.engine)}: {v(report.old_name)} -> {v(report.new_name)}", color,
-                  bold=True)]
+    out = [style(f"patchaudit bump {v(report.engine)}: {v(report.old_name)} -> {v(report.new_name)}", color, bold=True)]
     if report.hunks:
         out.append("")
         out.append(f"Hunks (on {v(report.old_name)} -> on {v(report.new_name)}):")
@@ -43,8 +42,12 @@ def summary_line(report) -> str:
         by[f.severity.value] += 1
     counts = report.hunk_counts()
     on_new = f"on {visible(report.new_name)}"
-    hunks = f"{len(report.hunks)} hunk{'s' if len(report.hunks) != 1 else ''} {on_new}: " + ", ".join(
-        f"{v} {k}" for k, v in counts.items() if v) if report.hunks else "no hunks"
+    hunks = (
+        f"{len(report.hunks)} hunk{'s' if len(report.hunks) != 1 else ''} {on_new}: "
+        + ", ".join(f"{v} {k}" for k, v in counts.items() if v)
+        if report.hunks
+        else "no hunks"
+    )
     n = len(report.findings)
     if not n:
         return f"No findings ({hunks})."

@@ -49,8 +49,9 @@ def format_finding(f) -> str:
         where = visible(f.target.path) + (f":{f.target.line}" if f.target.line else "")
         message += f"\nengine: {where}" + (f" in {visible(f.target.symbol)}" if f.target.symbol else "")
     if f.trace:
-        message += "\ntrace:" + "".join(f"\n  {k}. {visible(s.path)}:{s.line}: {visible(s.note)}"
-                                        for k, s in enumerate(f.trace, 1))
+        message += "\ntrace:" + "".join(
+            f"\n  {k}. {visible(s.path)}:{s.line}: {visible(s.note)}" for k, s in enumerate(f.trace, 1)
+        )
     return f"::{_LEVEL[f.severity.value]} {','.join(props)}::{escape_data(message)}"
 
 

@@ -24,9 +24,11 @@ def _cells(r: Row, many_engines: bool) -> list[str]:
 
 def _summary_line(inv: Inventory) -> str:
     s = inv.summary()
-    parts = [f"{s['symbols']} engine symbol{'s' if s['symbols'] != 1 else ''} touched at {s['sites']} "
-             f"site{'s' if s['sites'] != 1 else ''} ({s['hunk_symbols']} by patch hunks, "
-             f"{s['monkeypatch_symbols']} by monkey-patches) in {s['files']} file{'s' if s['files'] != 1 else ''}"]
+    parts = [
+        f"{s['symbols']} engine symbol{'s' if s['symbols'] != 1 else ''} touched at {s['sites']} "
+        f"site{'s' if s['sites'] != 1 else ''} ({s['hunk_symbols']} by patch hunks, "
+        f"{s['monkeypatch_symbols']} by monkey-patches) in {s['files']} file{'s' if s['files'] != 1 else ''}"
+    ]
     if inv.engines:
         states = ", ".join(f"{v} {k}" for k, v in sorted(s["exists"].items()))
         parts.append(f"checked against {', '.join(inv.engines)}: {states or 'nothing to check'}")
@@ -93,12 +95,17 @@ def render_markdown(inv: Inventory) -> str:
 
 
 def render_json(inv: Inventory) -> str:
-    return json_text({
-        "engines": inv.engines,
-        "rows": [r.to_json() for r in inv.rows],
-        "summary": inv.summary(),
-        "errors": [e.to_json() for e in inv.errors],
-    }) + "\n"
+    return (
+        json_text(
+            {
+                "engines": inv.engines,
+                "rows": [r.to_json() for r in inv.rows],
+                "summary": inv.summary(),
+                "errors": [e.to_json() for e in inv.errors],
+            }
+        )
+        + "\n"
+    )
 
 
 RENDERERS = {"text": render_text, "markdown": render_markdown, "json": render_json}

@@ -39,8 +39,11 @@ def _plural(n: int, word: str) -> str:
 
 def _severity_counts(findings) -> str:
     c = Counter(f.severity.value for f in findings)
-    parts = [f"{_ICON[k]} **{_plural(c[k], k)}**" if k == "error" else _plural(c[k], k)
-             for k in ("error", "warning", "info") if c[k]]
+    parts = [
+        f"{_ICON[k]} **{_plural(c[k], k)}**" if k == "error" else _plural(c[k], k)
+        for k in ("error", "warning", "info")
+        if c[k]
+    ]
     return ", ".join(parts) if parts else ":white_check_mark: no findings"
 
 
@@ -70,15 +73,19 @@ def _finding_block(f, with_hunk: bool) -> list[str]:
 
 
 def _hunk_table(rows, old_name: str, new_name: str) -> list[str]:
-    out = [f"| line | target | symbol | on {_escape(old_name, True)} | on {_escape(new_name, True)} | "
-           f"changed upstream |", "|--:|:--|:--|:--|:--|:--|"]
+    out = [
+        f"| line | target | symbol | on {_escape(old_name, True)} | on {_escape(new_name, True)} | changed upstream |",
+        "|--:|:--|:--|:--|:--|:--|",
+    ]
     for r in rows:
         new = r.new.label() if r.new else "–"
         if r.moved_to:
             new = f"moved to {_code(r.moved_to, True)}: {r.moved.label() if r.moved else '?'}"
         changed = {True: "yes", False: "", None: "–"}[r.changed_upstream]
-        out.append(f"| {r.patch_line} | {_code(r.target, True)} | {_code(r.symbol, True) if r.symbol else ''} | "
-                   f"{r.old.label() if r.old else '–'} | {new} | {changed} |")
+        out.append(
+            f"| {r.patch_line} | {_code(r.target, True)} | {_code(r.symbol, True) if r.symbol else ''} | "
+            f"{r.old.label() if r.old else '–'} | {new} | {changed} |"
+        )
     return out
 
 
@@ -89,16 +96,20 @@ def render_bump(report, with_hunks: bool = True, max_findings: int | None = None
     counts = report.hunk_counts()
     out = [f"### patchaudit bump {_code(report.engine)}: {_code(report.old_name)} → {_code(report.new_name)}", ""]
     hunk_txt = ", ".join(f"{v} {k}" for k, v in counts.items() if v) or "none"
-    out.append(f"{_severity_counts(report.findings)} in {_plural(len(report.patches), 'patch file')} · "
-               f"{_plural(len(report.hunks), 'hunk')} on {_escape(report.new_name)}: {hunk_txt}")
+    out.append(
+        f"{_severity_counts(report.findings)} in {_plural(len(report.patches), 'patch file')} · "
+        f"{_plural(len(report.hunks), 'hunk')} on {_escape(report.new_name)}: {hunk_txt}"
+    )
     if report.errors:
         out.append("")
         out.append(f":no_entry: {_plural(len(report.errors), 'file')} could not be read:")
         out += [f"- {_code(str(e))}" for e in report.errors]
     out.append("")
     # one row per patch file
-    out += ["| patch file | hunks | clean | offset | fuzz | failed | other | findings |",
-            "|:--|--:|--:|--:|--:|--:|--:|:--|"]
+    out += [
+        "| patch file | hunks | clean | offset | fuzz | failed | other | findings |",
+        "|:--|--:|--:|--:|--:|--:|--:|:--|",
+    ]
     by_file: dict[str, list] = {}
     for f in report.findings:
         by_file.setdefault(f.path, []).append(f)
@@ -107,8 +118,10 @@ def render_bump(report, with_hunks: bool = True, max_findings: int | None = None
         c = report.hunk_counts(p)
         n = sum(c.values())
         other = n - c["clean"] - c["offset"] - c["fuzz"] - c["failed"]
-        out.append(f"| {_code(p, True)} | {n} | {c['clean']} | {c['offset']} | {c['fuzz']} | {c['failed']} | {other} | "
-                   f"{_by_rule(by_file.get(p, []))} |")
+        out.append(
+            f"| {_code(p, True)} | {n} | {c['clean']} | {c['offset']} | {c['fuzz']} | {c['failed']} | {other} | "
+            f"{_by_rule(by_file.get(p, []))} |"
+        )
     if report.findings:
         out += ["", "**Findings by rule**", "", "| rule | severity | count |", "|:--|:--|--:|"]
         c = Counter((f.code, f.severity.value) for f in report.findings)
@@ -139,15 +152,17 @@ def render_bump(report, with_hunks: bool = True, max_findings: int | None = None
             out += _hunk_table(rows, report.old_name, report.new_name)
             out += ["", "</details>"]
     if hidden:
-        out += ["", f"_{_plural(hidden, 'more finding')} not shown (comment size limit): run "
-                    f"`patchaudit bump --format json` for the full report._"]
+        out += [
+            "",
+            f"_{_plural(hidden, 'more finding')} not shown (comment size limit): run "
+            f"`patchaudit bump --format json` for the full report._",
+        ]
     out += ["", f"<sub>from {_escape(report.old_label)} to {_escape(report.new_label)}</sub>"]
     return safe_lines("\n".join(out) + "\n")
 
 
 def render_check(result) -> str:
-    out = ["### patchaudit", "", f"{_severity_counts(result.findings)} in "
-                                 f"{_plural(result.files, 'file')}", ""]
+    out = ["### patchaudit", "", f"{_severity_counts(result.findings)} in {_plural(result.files, 'file')}", ""]
     for f in result.findings:
         out += _finding_block(f, True)
     for e in result.errors:

@@ -81,6 +81,8 @@ class ByteProgress(TerminalProgress):
         frac = min(self.done / self.total, 1.0)
         fill = int(frac * self.WIDTH)
         mb = 1024 * 1024
-        bar = (f"\r\x1b[K[{'#' * fill}{'-' * (self.WIDTH - fill)}] {frac * 100:5.1f}% "
-               f"{self.done / mb:.1f}/{self.total / mb:.1f} MB  {safe(self.note)}")
+        bar = (
+            f"\r\x1b[K[{'#' * fill}{'-' * (self.WIDTH - fill)}] {frac * 100:5.1f}% "
+            f"{self.done / mb:.1f}/{self.total / mb:.1f} MB  {safe(self.note)}"
+        )
         self.show(bar)  # output-safe: numbers, and the note escaped

@@ -63,8 +63,9 @@ def _uri(path: str) -> dict[str, Any]:
     return {"uri": _quote(posix), "uriBaseId": "%SRCROOT%"}
 
 
-def _region(line: int, column: int | None = None, end_line: int | None = None,
-            end_column: int | None = None) -> dict[str, Any]:
+def _region(
+    line: int, column: int | None = None, end_line: int | None = None, end_column: int | None = None
+) -> dict[str, Any]:
     line = max(1, int(line))
     region: dict[str, Any] = {"startLine": line}
     if column is not None:
@@ -100,30 +101,39 @@ def rule_descriptor(rule) -> dict[str, Any]:
         "shortDescription": {"text": summary},
         "fullDescription": {"text": _section(doc, "What it does") or summary},
         "help": {"text": doc or summary, "markdown": f"# {rule.code} {rule.name}\n\n{doc}" if doc else summary},
-        "defaultConfiguration": {"enabled": bool(rule.default_enabled),
-                                 "level": _LEVEL[rule.severity.value]},
+        "defaultConfiguration": {"enabled": bool(rule.default_enabled), "level": _LEVEL[rule.severity.value]},
         "properties": {"tags": tags},
     }
 
 
-def _physical(path: str, line: int, column: int | None = None, end_line: int | None = None,
-              end_column: int | None = None) -> dict[str, Any]:
-    return {"physicalLocation": {"artifactLocation": _uri(path),
-                                 "region": _region(line, column, end_line, end_column)}}
+def _physical(
+    path: str, line: int, column: int | None = None, end_line: int | None = None, end_column: int | None = None
+) -> dict[str, Any]:
+    return {"physicalLocation": {"artifactLocation": _uri(path), "region": _region(line, column, end_line, end_column)}}
 
 
 def result_object(f, rule_index: dict[str, int]) -> dict[str, Any]:
-    location = _physical(f.path, f.line, f.column,
-                         f.end_line if f.end_line is not None else f.line,
-                         f.end_column if f.end_column is not None else f.column)
+    location = _physical(
+        f.path,
+        f.line,
+        f.column,
+        f.end_line if f.end_line is not None else f.line,
+        f.end_column if f.end_column is not None else f.column,
+    )
     related: list[dict[str, Any]] = []
     if f.target is not None:
         if f.target.symbol:
             location["logicalLocations"] = [{"fullyQualifiedName": f.target.symbol, "kind": "function"}]
         where = f.target.path + (f":{f.target.line}" if f.target.line else "")
         sym = f" in {f.target.symbol}" if f.target.symbol else ""
-        rel: dict[str, Any] = {"physicalLocation": {"artifactLocation": {
-            "uri": _quote(f.target.path.replace(os.sep, "/").lstrip("/")), "uriBaseId": "ENGINEROOT"}}}
+        rel: dict[str, Any] = {
+            "physicalLocation": {
+                "artifactLocation": {
+                    "uri": _quote(f.target.path.replace(os.sep, "/").lstrip("/")),
+                    "uriBaseId": "ENGINEROOT",
+                }
+            }
+        }
         if f.target.line:
             rel["physicalLocation"]["region"] = _region(f.target.line)
         rel["message"] = {"text": f"in the engine: {where}{sym}"}
@@ -165,7 +175,7 @@ def to_sarif(result, rules=None) -> dict[str, Any]:
     rule_list = list(rules) if rules is not None else list(all_rules().values())
     known = {r.code for r in rule_list}
     registry = all_rules()
-    for f in result.findings:   # findings of a rule not in `rules` still get a descriptor
+    for f in result.findings:  # findings of a rule not in `rules` still get a descriptor
         if f.code not in known and f.code in registry:
             rule_list.append(registry[f.code])
             known.add(f.code)
@@ -176,8 +186,9 @@ def to_sarif(result, rules=None) -> dict[str, Any]:
     for e in errors:
         n: dict[str, Any] = {"level": "error", "message": {"text": e.message}}
         if e.path and e.path != ".":
-            n["locations"] = [_physical(e.path, e.line) if e.line else
-                              {"physicalLocation": {"artifactLocation": _uri(e.path)}}]
+            n["locations"] = [
+                _physical(e.path, e.line) if e.line else {"physicalLocation": {"artifactLocation": _uri(e.path)}}
+            ]
         notifications.append(n)
     invocation: dict[str, Any] = {"executionSuccessful": not errors}
     if notifications:
@@ -186,22 +197,28 @@ def to_sarif(result, rules=None) -> dict[str, Any]:
     return {
         "$schema": SCHEMA,
         "version": "2.1.0",
-        "runs": [{
-            "tool": {"driver": {
-                "name": "patchaudit",
-                "version": __version__,
-                "semanticVersion": __version__,
-                "rules": [rule_descriptor(r) for r in rule_list],
-            }},
-            "invocations": [invocation],
-            "originalUriBaseIds": {
-                "%SRCROOT%": {"uri": cwd.rstrip("/") + "/",
-                              "description": {"text": "the folder patchaudit was run in"}},
-                "ENGINEROOT": {"description": {"text": "the root of the engine source given with --engine"}},
-            },
-            "columnKind": "unicodeCodePoints",
-            "results": [result_object(f, rule_index) for f in result.findings],
-        }],
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "patchaudit",
+                        "version": __version__,
+                        "semanticVersion": __version__,
+                        "rules": [rule_descriptor(r) for r in rule_list],
+                    }
+                },
+                "invocations": [invocation],
+                "originalUriBaseIds": {
+                    "%SRCROOT%": {
+                        "uri": cwd.rstrip("/") + "/",
+                        "description": {"text": "the folder patchaudit was run in"},
+                    },
+                    "ENGINEROOT": {"description": {"text": "the root of the engine source given with --engine"}},
+                },
+                "columnKind": "unicodeCodePoints",
+                "results": [result_object(f, rule_index) for f in result.findings],
+            }
+        ],
     }
 
 

@@ -19,9 +19,11 @@ def style(text: str, color: bool, **kw) -> str:
 
 
 def format_finding(f, color: bool = False) -> str:
-    head = (f"{style(visible(f.path), color, bold=True)}:{f.line}:{f.column}: "
-            f"{style(visible(f.code), color, fg=_SEV_COLOR.get(f.severity.value), bold=True)} "
-            f"{visible(f.message)}")
+    head = (
+        f"{style(visible(f.path), color, bold=True)}:{f.line}:{f.column}: "
+        f"{style(visible(f.code), color, fg=_SEV_COLOR.get(f.severity.value), bold=True)} "
+        f"{visible(f.message)}"
+    )
     out = [head]
     if f.target is not None:
         where = visible(f.target.path) + (f":{f.target.line}" if f.target.line else "")
@@ -69,8 +71,9 @@ def hunk_summary(hunks: list[dict]) -> str:
             detail = f"fuzz {h['fuzz']}" + (f", offset {h['offset']}" if h["offset"] else "")
         at = f":{h['engine_line']}" if h.get("engine_line") else ""
         sym = f" in {visible(h['symbol'])}" if h.get("symbol") else ""
-        lines.append(f"  {visible(h['patch'])}:{h['patch_line']}: hunk #{h['hunk']} {detail} -> "
-                     f"{visible(h['target'])}{at}{sym}")
+        lines.append(
+            f"  {visible(h['patch'])}:{h['patch_line']}: hunk #{h['hunk']} {detail} -> {visible(h['target'])}{at}{sym}"
+        )
     return safe_lines("\n".join(lines))
 
 

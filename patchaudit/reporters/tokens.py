@@ -32,12 +32,16 @@ def format_sample(s: Sample, tok) -> str:
     if not s.differences:
         return safe_lines(f"{where}: round-trips unchanged, length {len(s.ids)}")
     n = len(s.differences)
-    head = (f"{where}: drifts under decode and re-encode: {n} difference{'s' * (n != 1)}, "
-            f"length {len(s.ids)} -> {len(s.reencoded or [])}")
+    head = (
+        f"{where}: drifts under decode and re-encode: {n} difference{'s' * (n != 1)}, "
+        f"length {len(s.ids)} -> {len(s.reencoded or [])}"
+    )
     lines = [head]
     for d in s.differences:
-        lines.append(f"    [{d.start}:{d.end}] {_fmt_span(d.ids, tok.tokens(d.ids))} -> "
-                     f"{_fmt_span(d.becomes, tok.tokens(d.becomes))}")
+        lines.append(
+            f"    [{d.start}:{d.end}] {_fmt_span(d.ids, tok.tokens(d.ids))} -> "
+            f"{_fmt_span(d.becomes, tok.tokens(d.becomes))}"
+        )
     return safe_lines("\n".join(lines))
 
 
@@ -78,24 +82,42 @@ class Writer:
 
 def summary_text(aud: Auditor, files: int, errors: int, top: int) -> str:
     pct = f" ({100.0 * aud.drifting / aud.checked:.1f}%)" if aud.checked else ""
-    lines = [f"Checked {aud.checked} sample{'s' * (aud.checked != 1)} ({aud.tokens_checked} tokens) in {files} "
-             f"file{'s' * (files != 1)}: {aud.drifting} would drift under decode and re-encode{pct}."]
+    lines = [
+        f"Checked {aud.checked} sample{'s' * (aud.checked != 1)} ({aud.tokens_checked} tokens) in {files} "
+        f"file{'s' * (files != 1)}: {aud.drifting} would drift under decode and re-encode{pct}."
+    ]
     if errors:
-        lines.append(f"{errors} line{'s' * (errors != 1)} or file{'s' * (errors != 1)} could not be read "
-                     f"(see the errors above).")
+        lines.append(
+            f"{errors} line{'s' * (errors != 1)} or file{'s' * (errors != 1)} could not be read (see the errors above)."
+        )
     pairs = aud.top_pairs(top)
     if pairs:
         lines.append("Most frequent drifting spans:")
         for p in pairs:
-            lines.append(f"  {p['count']:>6}x  {_fmt_span(p['ids'], p['tokens'])} -> "
-                         f"{_fmt_span(p['becomes'], p['becomes_tokens'])}  "
-                         f"(in {p['samples']} sample{'s' * (p['samples'] != 1)})")
+            lines.append(
+                f"  {p['count']:>6}x  {_fmt_span(p['ids'], p['tokens'])} -> "
+                f"{_fmt_span(p['becomes'], p['becomes_tokens'])}  "
+                f"(in {p['samples']} sample{'s' * (p['samples'] != 1)})"
+            )
     return "\n".join(lines) + "\n"
 
 
-def run_audit(files: Sequence[str], tok, *, field: str, id_field: str | None, fmt: str, out: IO[str],
-              err: IO[str], top: int, all_samples: bool, summary_only: bool, progress_enabled: bool,
-              out_is_terminal: bool, batch: int = BATCH) -> int:
+def run_audit(
+    files: Sequence[str],
+    tok,
+    *,
+    field: str,
+    id_field: str | None,
+    fmt: str,
+    out: IO[str],
+    err: IO[str],
+    top: int,
+    all_samples: bool,
+    summary_only: bool,
+    progress_enabled: bool,
+    out_is_terminal: bool,
+    batch: int = BATCH,
+) -> int:
     """Audit `files`; write the report to `out`, errors to `err`; return the exit code."""
     aud = Auditor(tok, field=field, id_field=id_field, batch=batch)
     total = 0
@@ -126,9 +148,15 @@ def run_audit(files: Sequence[str], tok, *, field: str, id_field: str | None, fm
     writer.begin({"tokenizer": tok.path, "field": field, "files": list(files)})
     per_file, error_count = audit_files(files, aud, on_read=progress.advance, on_error=error, on_batch=batch_done)
     progress.clear()
-    summary = {"samples_checked": aud.checked, "samples_drifting": aud.drifting,
-               "tokens_checked": aud.tokens_checked, "tokens_drifting": aud.tokens_drifting,
-               "errors": error_count, "files": per_file, "top_pairs": aud.top_pairs(top)}
+    summary = {
+        "samples_checked": aud.checked,
+        "samples_drifting": aud.drifting,
+        "tokens_checked": aud.tokens_checked,
+        "tokens_drifting": aud.tokens_drifting,
+        "errors": error_count,
+        "files": per_file,
+        "top_pairs": aud.top_pairs(top),
+    }
     writer.end(summary, errors, summary_text(aud, len(files), error_count, top))
     out.flush()
     if error_count:

@@ -35,23 +35,23 @@ class RuleIdentity(Protocol):
 class LineInfo:
     """Where a unit line is in the file the user reads."""
 
-    line: int                      # line in the reported file (.py, or the patch file)
-    col_shift: int = 0             # add to a unit column to get the reported column
+    line: int  # line in the reported file (.py, or the patch file)
+    col_shift: int = 0  # add to a unit column to get the reported column
     target_line: int | None = None  # line in the engine/target file (patches)
-    changed: bool = True           # the line is added/changed by the patch
+    changed: bool = True  # the line is added/changed by the patch
 
 
 @dataclass
 class Unit:
-    path: str                                  # the file findings are reported in
+    path: str  # the file findings are reported in
     lines_map: dict[int, LineInfo] | None = None  # None: identity (a file read directly)
-    judged: frozenset[int] | None = None       # unit lines that may carry findings (None: all)
-    target_path: str | None = None             # the engine file a patch unit lands in
+    judged: frozenset[int] | None = None  # unit lines that may carry findings (None: all)
+    target_path: str | None = None  # the engine file a patch unit lands in
     patch: "PatchFile | None" = None
     section: "FileSection | None" = None
     hunk: "Hunk | None" = None
-    mode: str = "file"                         # file | fragment | exact
-    hunk_of: "dict[int, Hunk] | None" = None   # exact mode: unit line -> the hunk it comes from
+    mode: str = "file"  # file | fragment | exact
+    hunk_of: "dict[int, Hunk] | None" = None  # exact mode: unit line -> the hunk it comes from
 
     def info(self, line: int) -> LineInfo | None:
         if self.lines_map is None:
@@ -84,11 +84,13 @@ class Unit:
             return None
         anchor = rep.line
         info = self.info(anchor)
-        if info is None or (self.judged is not None and anchor not in self.judged and
-                            not self.judges(rep.line, rep.end_line)):
+        if info is None or (
+            self.judged is not None and anchor not in self.judged and not self.judges(rep.line, rep.end_line)
+        ):
             # e.g. a trace-only hit: anchor at the first judged line of the range/trace
-            cands = [l for l in range(rep.line, rep.end_line + 1) if self.judges(l, l)] or \
-                    [l for l in trace_lines if self.judges(l, l)]
+            cands = [l for l in range(rep.line, rep.end_line + 1) if self.judges(l, l)] or [
+                l for l in trace_lines if self.judges(l, l)
+            ]
             for c in cands:
                 if self.info(c) is not None:
                     anchor, info = c, self.info(c)
@@ -138,7 +140,7 @@ class PythonUnit(Unit):
     real_end: tuple[int, int] | None = None
     # symbol known to enclose the whole unit (a hunk's "@@ ... @@ class X:" header)
     outer_symbol: str | None = None
-    engine: Any = None                          # exact mode: the engine context
+    engine: Any = None  # exact mode: the engine context
     # why the unit is reported instead of analysed (fragments.py: the window search ran out
     # of its budget); None for a unit to analyse
     unanalysed: str | None = None
@@ -215,8 +217,8 @@ def _symbol_ranges(module) -> list[tuple[int, int, str]]:
 class TextUnit(Unit):
     """Lines of a shell script, Dockerfile, YAML or .env file (or of a hunk of one)."""
 
-    flavor: str = "shell"                      # shell | dockerfile | yaml | env
-    lines: list[str] = field(default_factory=list)   # unit line k is lines[k-1]
+    flavor: str = "shell"  # shell | dockerfile | yaml | env
+    lines: list[str] = field(default_factory=list)  # unit line k is lines[k-1]
 
     kind = "text"
 
@@ -226,7 +228,7 @@ class PatchUnit(Unit):
     """A patch file as a whole (malformed-patch, unsafe paths, apply results)."""
 
     problems: list[Any] = field(default_factory=list)
-    engine: Any = None            # exact mode: per-section engine results
+    engine: Any = None  # exact mode: per-section engine results
     siblings: list[Any] = field(default_factory=list)  # other patches of the run (PA304)
     # the patch set it belongs to (patchaudit/pipeline/patch_set.py); None: its folder's
     set_name: str | None = None

@@ -11,10 +11,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from patchaudit.model.findings import FileError
+from patchaudit.engine.definitions import FuncInfo, ModuleIndex, index_module
 from patchaudit.engine.sources import EngineError, EngineSource, detect_strip, map_path, open_engine
 from patchaudit.engine.symbols import EngineIndex
-from patchaudit.engine.definitions import FuncInfo, ModuleIndex, index_module
+from patchaudit.model.findings import FileError
 
 
 class BoundedSource:
@@ -35,7 +35,7 @@ class BoundedSource:
         self._taken: set[str] = set()
 
     def __getattr__(self, name: str):
-        if name.startswith("__") or name == "_source":   # copy/pickle probe before __init__
+        if name.startswith("__") or name == "_source":  # copy/pickle probe before __init__
             raise AttributeError(name)
         return getattr(self._source, name)
 
@@ -66,9 +66,13 @@ class BoundedSource:
             self._refuse(key, what, f"engine file not read: {exc}")
             return None
         if data is not None and self.max_bytes is not None and len(data) > self.max_bytes:
-            self._refuse(key, what, f"engine {self._source.name!r} file is {len(data)} bytes, over the limit of "
-                                    f"{self.max_bytes} (max-file-size): not read, the rules see the engine "
-                                    f"without it")
+            self._refuse(
+                key,
+                what,
+                f"engine {self._source.name!r} file is {len(data)} bytes, over the limit of "
+                f"{self.max_bytes} (max-file-size): not read, the rules see the engine "
+                f"without it",
+            )
             return None
         return data
 
@@ -124,8 +128,12 @@ class EngineContext:
         if cached is not None:
             return cached
         if unit.mode == "exact":
-            mod = index_module(unit.target_path or "", unit.text, self.source.module_name(unit.target_path or ""),
-                               tree=unit.patched_tree)
+            mod = index_module(
+                unit.target_path or "",
+                unit.text,
+                self.source.module_name(unit.target_path or ""),
+                tree=unit.patched_tree,
+            )
         elif unit.target_path:
             mod = self.index.module_by_path(unit.target_path)
         else:
@@ -142,8 +150,9 @@ class EngineContext:
 
         func = call.func
         mod = self.unit_module(unit)
-        name = func.attr.value if isinstance(func, cst.Attribute) else (
-            func.value if isinstance(func, cst.Name) else None)
+        name = (
+            func.attr.value if isinstance(func, cst.Attribute) else (func.value if isinstance(func, cst.Name) else None)
+        )
         if name is None:
             return None
         if class_name is None and unit.outer_symbol:
@@ -159,7 +168,7 @@ class EngineContext:
                     if found:
                         return found[1]
             if isinstance(recv, (cst.Name, cst.Attribute)):
-                from patchaudit.inputs.cst import dotted as cst_dotted   # libcst: imported here only
+                from patchaudit.inputs.cst import dotted as cst_dotted  # libcst: imported here only
 
                 dotted = cst_dotted(recv)
                 if dotted and dotted.split(".")[0] in mod.imports:
@@ -233,7 +242,7 @@ class EngineSet:
         paths = [s.raw_path for s in patch.sections if s.raw_path and not s.is_binary]
         if not paths or not self.engines:
             return None
-        best: tuple[int, int, int, str] | None = None   # (matches, -k, strip, prefix)
+        best: tuple[int, int, int, str] | None = None  # (matches, -k, strip, prefix)
         for k, (src, strip) in enumerate(self.engines):
             if strip is not None:
                 cand = (strip, "")

@@ -23,23 +23,22 @@ back to fragment mode while the other sections keep their exact results.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
-import os
-
-from patchaudit.model.findings import FileError
-from patchaudit.engine.sources import EngineError
-from patchaudit.units import LineInfo, PythonUnit, TextUnit
 from patchaudit.engine.definitions import index_module, parse_python
+from patchaudit.engine.sources import EngineError
+from patchaudit.model.findings import FileError
+from patchaudit.units import LineInfo, PythonUnit, TextUnit
 from patchaudit.units.engines import BoundedSource, EngineContext
 
 
 @dataclass
 class HunkRecord:
     patch: str
-    patch_line: int              # the hunk's "@@" line in the patch file
-    section_path: str            # the path the patch names (without a/ b/)
+    patch_line: int  # the hunk's "@@" line in the patch file
+    section_path: str  # the path the patch names (without a/ b/)
     engine_path: str | None
     index: int
     # clean | offset | fuzz | failed | already-applied | missing-file | unreadable (the engine
@@ -47,19 +46,26 @@ class HunkRecord:
     status: str
     offset: int = 0
     fuzz: int = 0
-    line: int | None = None      # where the pre-image matched in the engine file
+    line: int | None = None  # where the pre-image matched in the engine file
     nearest: tuple[int, int, int] | None = None
     symbol: str | None = None
     engine: str = ""
-    source_line: int | None = None   # where the hunk was found (or expected) in the original file
+    source_line: int | None = None  # where the hunk was found (or expected) in the original file
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "patch": self.patch, "patch_line": self.patch_line, "target": self.engine_path or self.section_path,
-            "hunk": self.index + 1, "status": self.status, "offset": self.offset, "fuzz": self.fuzz,
+            "patch": self.patch,
+            "patch_line": self.patch_line,
+            "target": self.engine_path or self.section_path,
+            "hunk": self.index + 1,
+            "status": self.status,
+            "offset": self.offset,
+            "fuzz": self.fuzz,
             "engine_line": self.source_line if self.source_line is not None else self.line,
-            "patched_line": self.line, "nearest": list(self.nearest) if self.nearest else None,
-            "symbol": self.symbol, "engine": self.engine,
+            "patched_line": self.line,
+            "nearest": list(self.nearest) if self.nearest else None,
+            "symbol": self.symbol,
+            "engine": self.engine,
         }
 
 
@@ -69,7 +75,7 @@ class SectionRecord:
     engine_path: str | None
     missing: bool = False
     hunks: list[HunkRecord] = field(default_factory=list)
-    syntax_error: tuple[int, int | None, str] | None = None   # (patched line, patch line, message)
+    syntax_error: tuple[int, int | None, str] | None = None  # (patched line, patch line, message)
     patched_text: str | None = None
     original_text: str | None = None
 
@@ -128,7 +134,7 @@ def _read_original(ctx: EngineContext, section) -> tuple[str | None, str | None,
         if blob is not None:
             return blob.decode("utf-8", "surrogateescape"), path, False
         if _refused(ctx.source, blob=section.index[0]):
-            return None, path, True    # the named pre-image is too large: not another version instead
+            return None, path, True  # the named pre-image is too large: not another version instead
     if path is None:
         return None, None, False
     text = ctx.source.read_text(path)
@@ -142,8 +148,10 @@ def hunk_defect(hunk) -> str | None:
     old = sum(1 for l in hunk.lines if l.kind != "+")
     new = sum(1 for l in hunk.lines if l.kind != "-")
     if old != hunk.source_length or new != hunk.target_length:
-        return (f"has {old} old and {new} new lines where its header says "
-                f"-{hunk.source_start},{hunk.source_length} +{hunk.target_start},{hunk.target_length}")
+        return (
+            f"has {old} old and {new} new lines where its header says "
+            f"-{hunk.source_start},{hunk.source_length} +{hunk.target_start},{hunk.target_length}"
+        )
     return None
 
 
@@ -166,9 +174,13 @@ def exact_units(patch, ctx: EngineContext, report_path: str):
         if section.is_binary:
             continue
         try:
-            target = ctx.engine_path(section.target_path or section.rename_to and ("b/" + section.rename_to)
-                                     or section.raw_path) or section.path
-        except Exception:   # never lose the section over its name (map_path is not known to raise)
+            target = (
+                ctx.engine_path(
+                    section.target_path or section.rename_to and ("b/" + section.rename_to) or section.raw_path
+                )
+                or section.path
+            )
+        except Exception:  # never lose the section over its name (map_path is not known to raise)
             target = section.path
         rec = SectionRecord(section, target)
         result.sections.append(rec)
@@ -178,16 +190,33 @@ def exact_units(patch, ctx: EngineContext, report_path: str):
         sec_py: list[PythonUnit] = []
         sec_text: list[TextUnit] = []
         try:
-            _exact_section(patch, ctx, report_path, section, rec, target, kind, patched_so_far,
-                           problem_lines, result, sec_py, sec_text)
+            _exact_section(
+                patch,
+                ctx,
+                report_path,
+                section,
+                rec,
+                target,
+                kind,
+                patched_so_far,
+                problem_lines,
+                result,
+                sec_py,
+                sec_text,
+            )
         except Exception as exc:  # one section's failure never costs the others (RecursionError too)
             import traceback
 
             tb = traceback.extract_tb(exc.__traceback__)[-1]
-            result.errors.append(FileError(
-                report_path, f"internal error in exact mode on the file section for {section.path}: {exc!r} "
-                             f"at {os.path.basename(tb.filename)}:{tb.lineno}; its hunks were checked "
-                             f"without the engine", section.header_line))
+            result.errors.append(
+                FileError(
+                    report_path,
+                    f"internal error in exact mode on the file section for {section.path}: {exc!r} "
+                    f"at {os.path.basename(tb.filename)}:{tb.lineno}; its hunks were checked "
+                    f"without the engine",
+                    section.header_line,
+                )
+            )
             rec.hunks, rec.missing, rec.syntax_error, rec.patched_text = [], False, None, None
             sec_py, sec_text = [], []
             try:
@@ -199,11 +228,22 @@ def exact_units(patch, ctx: EngineContext, report_path: str):
     return py, text_units, result
 
 
-def _exact_section(patch, ctx: EngineContext, report_path: str, section, rec: SectionRecord, target: str,
-                   kind, patched_so_far: dict, problem_lines: set[int], result: ExactResult,
-                   py: list, text_units: list) -> None:
+def _exact_section(
+    patch,
+    ctx: EngineContext,
+    report_path: str,
+    section,
+    rec: SectionRecord,
+    target: str,
+    kind,
+    patched_so_far: dict,
+    problem_lines: set[int],
+    result: ExactResult,
+    py: list,
+    text_units: list,
+) -> None:
     """One file section in exact mode: its hunk records and units (appended to `py`/`text_units`)."""
-    from patchaudit.inputs.discover import PATCH, PYTHON
+    from patchaudit.inputs.discover import PYTHON
     from patchaudit.patching.apply import apply_hunks, split_lines
 
     # hunks the applier refuses are left out; the others apply as GNU patch would apply them
@@ -228,13 +268,19 @@ def _exact_section(patch, ctx: EngineContext, report_path: str, section, rec: Se
                 fallback(good)
             return
     else:
-        original, orig_path, refused = _section_original(ctx, report_path, section, target, patched_so_far,
-                                                         result)
+        original, orig_path, refused = _section_original(ctx, report_path, section, target, patched_so_far, result)
     if original is None:
         rec.missing = not refused
         for h in good:
-            records[h.index] = HunkRecord(report_path, h.header_line, section.path, target, h.index,
-                                          "unreadable" if refused else "missing-file", engine=ctx.label)
+            records[h.index] = HunkRecord(
+                report_path,
+                h.header_line,
+                section.path,
+                target,
+                h.index,
+                "unreadable" if refused else "missing-file",
+                engine=ctx.label,
+            )
         finish_records()
         fallback(good)
         return
@@ -250,6 +296,40 @@ def _exact_section(patch, ctx: EngineContext, report_path: str, section, rec: Se
     patched = "\n".join(applied.lines) + ("\n" if applied.ends_with_newline and applied.lines else "")
     rec.patched_text = patched
     patched_so_far[target] = (patched, target)
+    unit = _section_unit(patch, ctx, report_path, section, rec, target, kind, good, applied, patched, orig_index)
+    if unit is _BROKEN:
+        fallback(good)
+        return
+    if isinstance(unit, PythonUnit):
+        py.append(unit)
+    elif unit is not None:
+        text_units.append(unit)
+    if failed:
+        fallback(failed)
+
+
+#: `_section_unit`: the patched Python file does not parse
+_BROKEN = object()
+
+
+def _section_unit(
+    patch,
+    ctx: EngineContext,
+    report_path: str,
+    section,
+    rec: SectionRecord,
+    target: str,
+    kind,
+    good: list,
+    applied,
+    patched: str,
+    orig_index,
+):
+    """The exact-mode unit of a section's patched file: None for a kind rules do not read,
+    _BROKEN when the patched Python does not parse (the caller falls back to fragments;
+    a syntax error is recorded when the original parsed)."""
+    from patchaudit.inputs.discover import PATCH, PYTHON
+
     lines_map, judged, hunk_of = _patched_lines(good, applied)
     if kind == PYTHON:
         from patchaudit.inputs.pyast import over_limit
@@ -258,27 +338,49 @@ def _exact_section(patch, ctx: EngineContext, report_path: str, section, rec: Se
         too_large = over_limit(patched) is not None
         patched_tree = None if too_large else parse_python(patched)
         if patched_tree is None and not too_large:
-            if orig_index is not None and orig_index.tree is not None:   # the patch broke it
+            if orig_index is not None and orig_index.tree is not None:  # the patch broke it
                 rec.syntax_error = _syntax_error(patched, lines_map)
-            fallback(good)
-            return
-        unit = PythonUnit(path=report_path, lines_map=lines_map, judged=frozenset(judged), target_path=target,
-                          patch=patch, section=section, mode="exact", text=patched, engine=ctx)
+            return _BROKEN
+        unit = PythonUnit(
+            path=report_path,
+            lines_map=lines_map,
+            judged=frozenset(judged),
+            target_path=target,
+            patch=patch,
+            section=section,
+            mode="exact",
+            text=patched,
+            engine=ctx,
+        )
         unit.hunk_of = hunk_of
-        unit.patched_tree = patched_tree   # reused by EngineContext.unit_module: one ast parse
-        py.append(unit)
+        unit.patched_tree = patched_tree  # reused by EngineContext.unit_module: one ast parse
+        return unit
     elif kind not in (None, PATCH):
-        unit = TextUnit(path=report_path, lines_map=lines_map, judged=frozenset(judged), target_path=target,
-                        patch=patch, section=section, mode="exact", flavor=kind,
-                        lines=list(applied.lines))
+        unit = TextUnit(
+            path=report_path,
+            lines_map=lines_map,
+            judged=frozenset(judged),
+            target_path=target,
+            patch=patch,
+            section=section,
+            mode="exact",
+            flavor=kind,
+            lines=list(applied.lines),
+        )
         unit.hunk_of = hunk_of
-        text_units.append(unit)
-    if failed:
-        fallback(failed)
+        return unit
+    return None
 
 
-def _applicable_hunks(report_path: str, ctx: EngineContext, section, target: str, problem_lines: set[int],
-                      records: dict, result: ExactResult) -> list:
+def _applicable_hunks(
+    report_path: str,
+    ctx: EngineContext,
+    section,
+    target: str,
+    problem_lines: set[int],
+    records: dict,
+    result: ExactResult,
+) -> list:
     """The section's hunks the applier takes; the others get a "malformed" record (and an
     error, unless the patch reader reported them already)."""
     good = []
@@ -287,16 +389,23 @@ def _applicable_hunks(report_path: str, ctx: EngineContext, section, target: str
         if defect is None:
             good.append(h)
             continue
-        records[h.index] = HunkRecord(report_path, h.header_line, section.path, target, h.index, "malformed",
-                                      engine=ctx.label)
-        if h.header_line not in problem_lines:   # PA301 reports what the patch reader found
-            result.errors.append(FileError(report_path, f"hunk #{h.index + 1} {defect}: not applied "
-                                                        f"(GNU patch refuses it as malformed)", h.header_line))
+        records[h.index] = HunkRecord(
+            report_path, h.header_line, section.path, target, h.index, "malformed", engine=ctx.label
+        )
+        if h.header_line not in problem_lines:  # PA301 reports what the patch reader found
+            result.errors.append(
+                FileError(
+                    report_path,
+                    f"hunk #{h.index + 1} {defect}: not applied (GNU patch refuses it as malformed)",
+                    h.header_line,
+                )
+            )
     return good
 
 
-def _existing_new_file(report_path: str, ctx: EngineContext, section, target: str, good: list,
-                       records: dict) -> bool | None:
+def _existing_new_file(
+    report_path: str, ctx: EngineContext, section, target: str, good: list, records: dict
+) -> bool | None:
     """A section creating a file: None when the engine lacks it; else the engine already has
     it (GNU patch asks "Assume -R?"), its hunks are recorded "already-applied" or "failed",
     and the answer is whether the engine's file is the one the patch creates."""
@@ -309,13 +418,22 @@ def _existing_new_file(report_path: str, ctx: EngineContext, section, target: st
     post = "\n".join(l.text for h in good for l in h.post_image)
     same = existing.rstrip("\n") == post.rstrip("\n")
     for h in good:
-        records[h.index] = HunkRecord(report_path, h.header_line, section.path, target, h.index,
-                                      "already-applied" if same else "failed", line=1, engine=ctx.label)
+        records[h.index] = HunkRecord(
+            report_path,
+            h.header_line,
+            section.path,
+            target,
+            h.index,
+            "already-applied" if same else "failed",
+            line=1,
+            engine=ctx.label,
+        )
     return same
 
 
-def _section_original(ctx: EngineContext, report_path: str, section, target: str, patched_so_far: dict,
-                      result: ExactResult) -> tuple[str | None, str | None, bool]:
+def _section_original(
+    ctx: EngineContext, report_path: str, section, target: str, patched_so_far: dict, result: ExactResult
+) -> tuple[str | None, str | None, bool]:
     """(pre-image text, its engine path, refused) of a section changing a file: what an
     earlier section of the patch made of it, else the engine's (`_read_original`)."""
     source_key = ctx.engine_path(section.source_path) if section.source_path else target
@@ -324,25 +442,38 @@ def _section_original(ctx: EngineContext, report_path: str, section, target: str
         return original, orig_path, False
     try:
         return _read_original(ctx, section)
-    except EngineError as exc:   # an engine source that raises (not a BoundedSource)
+    except EngineError as exc:  # an engine source that raises (not a BoundedSource)
         result.errors.append(FileError(report_path, f"engine file not read: {exc}", section.header_line))
         return None, None, True
 
 
-def _applied_records(report_path: str, ctx: EngineContext, section, target: str, good: list, applied,
-                     orig_index, records: dict) -> None:
+def _applied_records(
+    report_path: str, ctx: EngineContext, section, target: str, good: list, applied, orig_index, records: dict
+) -> None:
     """The record of each hunk the applier applied (or failed to)."""
     for h, r in zip(good, applied.hunks):
         # the symbol around the hunk's first change (not its leading context), looked up
         # in the original (r.line is in patched-file coordinates)
         lead = next((k for k, l in enumerate(h.lines) if l.kind != " "), 0)
         if lead and h.lines[lead].kind == "+":
-            lead -= 1      # an insertion: the line it follows
+            lead -= 1  # an insertion: the line it follows
         at = (r.source_line or r.line or h.source_start) + lead
         symbol = orig_index.symbol_at(at) if orig_index else None
-        records[h.index] = HunkRecord(report_path, h.header_line, section.path, target, h.index, r.status,
-                                      r.offset, r.fuzz, r.line, r.nearest, symbol, ctx.label,
-                                      source_line=r.source_line)
+        records[h.index] = HunkRecord(
+            report_path,
+            h.header_line,
+            section.path,
+            target,
+            h.index,
+            r.status,
+            r.offset,
+            r.fuzz,
+            r.line,
+            r.nearest,
+            symbol,
+            ctx.label,
+            source_line=r.source_line,
+        )
 
 
 def _patched_lines(good: list, applied) -> tuple[dict[int, LineInfo], set[int], dict[int, Any]]:

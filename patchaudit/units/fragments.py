@@ -28,8 +28,8 @@ import tokenize
 import warnings
 from dataclasses import dataclass
 
-from patchaudit.units import LineInfo, PythonUnit, TextUnit
 from patchaudit.inputs.pyast import over_limit
+from patchaudit.units import LineInfo, PythonUnit, TextUnit
 
 _OPEN = {"(": ")", "[": "]", "{": "}"}
 _CLOSE = set(_OPEN.values())
@@ -59,7 +59,7 @@ def _work_budget(patch) -> list[int]:
         got = [min(max(FRAGMENT_WORK_MIN, FRAGMENT_WORK_FACTOR * size), FRAGMENT_WORK_MAX)]
         try:
             patch._fragment_work = got
-        except AttributeError:   # pragma: no cover - a patch object without a __dict__
+        except AttributeError:  # pragma: no cover - a patch object without a __dict__
             pass
     return got
 
@@ -67,10 +67,10 @@ def _work_budget(patch) -> list[int]:
 @dataclass
 class _Window:
     text: str
-    first_real: int      # unit line of the first real line
+    first_real: int  # unit line of the first real line
     real_idx: list[int]  # post-image indexes of the real lines, in order
     real_end: tuple[int, int]
-    shift: int           # columns removed by re-indenting
+    shift: int  # columns removed by re-indenting
 
 
 def _indent(s: str) -> int:
@@ -102,7 +102,7 @@ def _open_brackets(text: str) -> str | None:
                         return None
                     stack.pop()
     except tokenize.TokenError as exc:
-        if "statement" not in str(exc):   # EOF in a multi-line string: not closable
+        if "statement" not in str(exc):  # EOF in a multi-line string: not closable
             return None
     except (IndentationError, SyntaxError):
         return None
@@ -187,8 +187,9 @@ def fragment_units(patch, section, hunk, *, report_path: str) -> list[PythonUnit
             i = start + k
             ul = n_open + k + 1
             pl = post[i]
-            lines_map[ul] = LineInfo(pl.patch_line, 1 + shift + (col0 if k == 0 else 0),
-                                     pl.target_line, pl.target_line in changed_targets)
+            lines_map[ul] = LineInfo(
+                pl.patch_line, 1 + shift + (col0 if k == 0 else 0), pl.target_line, pl.target_line in changed_targets
+            )
             if pl.target_line in changed_targets:
                 judged.add(ul)
                 covered.add(i)
@@ -217,7 +218,7 @@ def fragment_units(patch, section, hunk, *, report_path: str) -> list[PythonUnit
 
     work = _work_budget(patch)
     if work[0] < 0:
-        return []   # the budget ran out on an earlier hunk (reported there)
+        return []  # the budget ran out on an earlier hunk (reported there)
     try:
         _search(texts, changed, covered, n, units, make, work)
     except _OutOfWork:
@@ -225,15 +226,18 @@ def fragment_units(patch, section, hunk, *, report_path: str) -> list[PythonUnit
         # are not analysed; one unit says so (the runner reports it)
         work[0] = -1
         rest = make(whole, 0, 0, 0, n)
-        rest.unanalysed = (f"the search for parseable Python in this patch's hunks ran out of its budget "
-                           f"(FRAGMENT_WORK_FACTOR x the patch's size): from this hunk on, its hunks are not "
-                           f"analysed; give --engine to analyse the patched files")
+        rest.unanalysed = (
+            "the search for parseable Python in this patch's hunks ran out of its budget "
+            "(FRAGMENT_WORK_FACTOR x the patch's size): from this hunk on, its hunks are not "
+            "analysed; give --engine to analyse the patched files"
+        )
         units.append(rest)
     return units
 
 
-def _search(texts: list[str], changed: list[int], covered: set[int], n: int, units: list, make,
-            work: list[int]) -> None:
+def _search(
+    texts: list[str], changed: list[int], covered: set[int], n: int, units: list, make, work: list[int]
+) -> None:
     # 1 + 2: windows around the first uncovered changed line, largest first
     failed: set[int] = set()
     while True:
@@ -246,7 +250,7 @@ def _search(texts: list[str], changed: list[int], covered: set[int], n: int, uni
         for size in range(n, 0, -1):
             for s in range(max(0, i0 - size + 1), min(i0, n - size) + 1):
                 budget -= 1
-                got = _try_window(texts[s:s + size], work)
+                got = _try_window(texts[s : s + size], work)
                 if got:
                     found = (s, got)
                     break
@@ -265,7 +269,7 @@ def _search(texts: list[str], changed: list[int], covered: set[int], n: int, uni
         line = texts[i]
         for m in _CALL_START.finditer(line):
             col = m.start()
-            tail = [line[col:]] + texts[i + 1:]
+            tail = [line[col:]] + texts[i + 1 :]
             got = None
             for e in range(len(tail), 0, -1):
                 got = _try_window(tail[:e], work)
@@ -304,9 +308,17 @@ def hunk_text_unit(patch, section, hunk, kind: str, report_path: str, target_pat
     """The text unit (shell, Dockerfile, YAML, .env) of what one hunk shows (fragment mode)."""
     post = hunk.post_image
     changed = hunk.changed_target_lines
-    lines_map = {k + 1: LineInfo(l.patch_line, 1, l.target_line, l.target_line in changed)
-                 for k, l in enumerate(post)}
+    lines_map = {k + 1: LineInfo(l.patch_line, 1, l.target_line, l.target_line in changed) for k, l in enumerate(post)}
     judged = frozenset(k + 1 for k, l in enumerate(post) if l.target_line in changed)
-    return TextUnit(path=report_path, lines_map=lines_map, judged=judged,
-                    target_path=target_path or section.path, patch=patch, section=section, hunk=hunk,
-                    mode="fragment", flavor=kind, lines=[l.text for l in post])
+    return TextUnit(
+        path=report_path,
+        lines_map=lines_map,
+        judged=judged,
+        target_path=target_path or section.path,
+        patch=patch,
+        section=section,
+        hunk=hunk,
+        mode="fragment",
+        flavor=kind,
+        lines=[l.text for l in post],
+    )

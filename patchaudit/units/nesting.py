@@ -85,11 +85,11 @@ def too_deep(text: str, limit: int) -> tuple[int, int] | None:
 
 def _scan(text: str, limit: int) -> None:
     n = len(text)
-    stack = [0]            # chain links per open bracket level (level 0: the statement)
-    total = 0              # sum(stack)
-    indents = [0]          # indentation widths of the open blocks
-    elifs = [0]            # elif links per block level
-    block = 0              # extra depth of blocks and elif chains of the current statement
+    stack = [0]  # chain links per open bracket level (level 0: the statement)
+    total = 0  # sum(stack)
+    indents = [0]  # indentation widths of the open blocks
+    elifs = [0]  # elif links per block level
+    block = 0  # extra depth of blocks and elif chains of the current statement
     pos = 0
     search = _TOKEN.search
 
@@ -140,7 +140,7 @@ def _scan(text: str, limit: int) -> None:
             if len(stack) == 1:
                 total -= stack[0]
                 stack[0] = 0
-                nxt = text[pos:pos + 1]
+                nxt = text[pos : pos + 1]
                 if nxt and nxt not in "\r\n#":
                     statement_start(pos, m.group("ws"))
         elif kind == "str":
@@ -172,7 +172,7 @@ def _fstring(text: str, i: int, quote: str, base: int, limit: int) -> int:
         elif text.startswith(quote, i):
             return i + len(quote)
         elif single and c in "\r\n":
-            return i                      # unterminated: libcst reports it
+            return i  # unterminated: libcst reports it
         elif c == "{":
             if text.startswith("{{", i):
                 i += 2
@@ -199,7 +199,7 @@ def _field(text: str, i: int, depth: int, limit: int) -> int:
                 return i + 1 if c == "}" else i
             brackets -= 1
         elif c in "'\"":
-            q = text[i:i + 3] if text.startswith(c * 3, i) else c
+            q = text[i : i + 3] if text.startswith(c * 3, i) else c
             if _FPREFIX.search(text, max(0, i - 2), i):
                 i = _fstring(text, i + len(q), q, depth + 1, limit)
             else:

@@ -59,8 +59,8 @@ def split_lines(text: str) -> list[str]:
 class _Pruner:
     def __init__(self, lines: list[str], needle_lines: list[int]):
         self.lines = lines
-        self.needles = needle_lines               # sorted line numbers (1-based) holding a needle
-        self.keep = bytearray(len(lines) + 2)     # keep[i]: line i is copied
+        self.needles = needle_lines  # sorted line numbers (1-based) holding a needle
+        self.keep = bytearray(len(lines) + 2)  # keep[i]: line i is copied
 
     # ----- line facts ---------------------------------------------------------
     def holds(self, lo: int, hi: int) -> bool:
@@ -70,12 +70,12 @@ class _Pruner:
 
     def _line_bytes(self, line: int) -> bytes:
         text = self.lines[line - 1] if 0 < line <= len(self.lines) else ""
-        return text.encode("utf-8", "surrogatepass")   # ast columns are UTF-8 byte offsets
+        return text.encode("utf-8", "surrogatepass")  # ast columns are UTF-8 byte offsets
 
     def joined_to_next(self, stmt: ast.stmt) -> bool:
         """Whether the statement after `stmt` may be on its logical line: something
         other than a comment follows `stmt` on its last line (a `;`, a backslash)."""
-        tail = self._line_bytes(stmt.end_lineno)[stmt.end_col_offset:]
+        tail = self._line_bytes(stmt.end_lineno)[stmt.end_col_offset :]
         hash_at = tail.find(b"#")
         if hash_at >= 0:
             tail = tail[:hash_at]
@@ -86,7 +86,7 @@ class _Pruner:
         decorated definition, which always starts a line)."""
         if getattr(stmt, "decorator_list", None):
             return True
-        head = self._line_bytes(stmt.lineno)[:stmt.col_offset]
+        head = self._line_bytes(stmt.lineno)[: stmt.col_offset]
         return not head.strip(b" \t\f")
 
     # ----- the walk -----------------------------------------------------------
@@ -114,7 +114,7 @@ class _Pruner:
             yield group, lo, hi
 
     def mark(self, lo: int, hi: int) -> None:
-        self.keep[lo:hi + 1] = b"\x01" * (hi - lo + 1)
+        self.keep[lo : hi + 1] = b"\x01" * (hi - lo + 1)
 
     def block(self, stmts: list[ast.stmt]) -> bool:
         """Mark what to keep of a block; False when nothing of it holds a needle."""
@@ -138,7 +138,7 @@ class _Pruner:
             return False
         if self.holds(lo, body_lo - 1):
             return False
-        if not self.block(node.body):   # marks nothing when it returns False
+        if not self.block(node.body):  # marks nothing when it returns False
             return False
         self.mark(lo, body_lo - 1)
         return True
@@ -195,10 +195,10 @@ def prune(text: str, needles: Iterable[str], tree: ast.Module | None = None) -> 
             out.append(line)
             kept_chars += len(line)
         else:
-            out.append(line[len(line.rstrip("\r\n")):])
+            out.append(line[len(line.rstrip("\r\n")) :])
     if kept_chars > (1 - MIN_SAVING) * len(text):
         return None
     pruned = "".join(out)
-    if pyast.parse_uncached(pruned) is None:   # safety net: never hand libcst a text we broke
+    if pyast.parse_uncached(pruned) is None:  # safety net: never hand libcst a text we broke
         return None
     return pruned
