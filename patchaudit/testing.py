@@ -12,6 +12,7 @@ import json
 import os
 import textwrap
 from pathlib import Path
+from typing import Any
 
 from patchaudit.config.registry import all_rules
 from patchaudit.config.settings import EngineSpec, Settings
@@ -73,6 +74,7 @@ def run_example(rule: type[Rule], ex: Example, workdir: Path):
     os.chdir(workdir)
     try:
         rel = [os.path.relpath(p, workdir) for p in [target, *extra]]
+        result: Any
         if ex.engine_old is not None:  # an engine-pair rule: `patchaudit bump` from engine_old to engine
             from patchaudit.pipeline.bump import run_bump
 

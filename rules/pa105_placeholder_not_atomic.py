@@ -75,7 +75,7 @@ def _example_tokenizer() -> dict[str, Any]:
     ]
     for a, b in merges:
         vocab.setdefault(a + b, len(vocab))
-    added = []
+    added: list[dict[str, Any]] = []
     for content, special in (("<|media_pad|>", True), ("<|im_end|>", True), ("<|image_pad|>", False)):
         added.append(
             {

@@ -4,6 +4,7 @@ import os
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import cast
 
 from patchaudit.lint.rule import PATCH, Example, Rule
 from patchaudit.model.findings import Severity
@@ -370,7 +371,7 @@ class OverlappingPatches(Rule):
                 for path, changes in posts.items():
                     if full_at.get(path) is u:
                         full.add(path)
-                        anchor = (mine.get(path) or changes or [None])[0]
+                        anchor = (mine.get(path) or changes or [cast(Change, None)])[0]
                         self.report_in(
                             u,
                             anchor.patch_line if anchor else 1,

@@ -63,7 +63,7 @@ class CallSite:
     def line(self) -> int:
         return line_of(self.at)
 
-    def keyword(self, name: str) -> Arg | None:
+    def keyword(self, name: str | None) -> Arg | None:
         for a in self.args:
             if a.keyword == name:
                 return a
@@ -75,7 +75,7 @@ class CallSite:
     def has_star(self) -> bool:
         return any(a.star for a in self.args)
 
-    def literal(self, name: str) -> Any:
+    def literal(self, name: str | None) -> Any:
         """The constant value of keyword `name` (True/False/None/int/str), or `MISSING`."""
         a = self.keyword(name)
         if a is None:

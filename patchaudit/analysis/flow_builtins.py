@@ -12,6 +12,8 @@ record whose fields can be read back.  The spec's name sets (`FlowSpec.seq_wrapp
 
 from __future__ import annotations
 
+from typing import cast
+
 import libcst as cst
 
 from patchaudit.analysis.flow_api import Arg, FlowState
@@ -54,7 +56,7 @@ class Builtins(FlowState):
             if name == "insert":
                 vals = vals[1:]
             added = join_all(v.flat() for v in vals)
-            self._mutate(func.value, node, receiver or EMPTY, added, env, fr, line)
+            self._mutate(cast(cst.Attribute, func).value, node, receiver or EMPTY, added, env, fr, line)
             return EMPTY
         if is_method and name in ("update", "setdefault") and receiver is not None and receiver.refs:
             return self._dict_method(node, name, receiver, args, line)
@@ -66,7 +68,7 @@ class Builtins(FlowState):
             return join_all(a.value.keep(STR_KINDS, self.kind) for a in args)
         if is_method:
             # module-qualified wrappers: torch.tensor(...), np.array(...), copy.deepcopy(...)
-            if not (isinstance(func.value, (cst.Name, cst.Attribute)) and not receiver):
+            if not (isinstance(cast(cst.Attribute, func).value, (cst.Name, cst.Attribute)) and not receiver):
                 return EMPTY
         if name in spec.str_wrappers or (is_method and name in spec.str_functions):
             return join_all(a.value.keep(STR_KINDS, self.kind) for a in args if a.keyword is None)
@@ -76,6 +78,18 @@ class Builtins(FlowState):
             return self._record(node, name, args)
         return EMPTY
 
+    def _put_keyword(self, ref, a: Arg) -> None:
+        """`name=value` of a call stored as the field `name` of the object `ref`."""
+        at = self._at(a.node)
+        self._set_field(
+            ref,
+            cast(str, a.keyword),  # callers pass keyword arguments only
+            a.value.with_step(at, f"put under `{a.keyword}`"),
+            a.node,
+            at,
+            is_none(a.node.value),
+        )
+
     def _dict_method(self, node: cst.Call, name: str, receiver: Value, args: list[Arg], line: "int | At") -> Value:
         """`d.update(...)`, `d.setdefault(k, v)` on dicts built in the module."""
         for ref in receiver.refs:
@@ -84,15 +98,7 @@ class Builtins(FlowState):
                     if a.keyword is None:
                         self._copy_fields(ref, a.value, node)
                     else:
-                        at = self._at(a.node)
-                        self._set_field(
-                            ref,
-                            a.keyword,
-                            a.value.with_step(at, f"put under `{a.keyword}`"),
-                            a.node,
-                            at,
-                            is_none(a.node.value),
-                        )
+                        self._put_keyword(ref, a)
             else:
                 pos = [a for a in args if a.keyword is None]
                 key = string_literal(pos[0].node.value) if pos else None
@@ -136,15 +142,7 @@ class Builtins(FlowState):
             ref = self._alloc_obj(node)
             for a in args:
                 if a.keyword is not None:
-                    at = self._at(a.node)
-                    self._set_field(
-                        ref,
-                        a.keyword,
-                        a.value.with_step(at, f"put under `{a.keyword}`"),
-                        a.node,
-                        at,
-                        is_none(a.node.value),
-                    )
+                    self._put_keyword(ref, a)
                 else:
                     self._copy_fields(ref, a.value, a.node)
             out = join(out, Value({}, None, frozenset({ref})))

@@ -16,22 +16,21 @@ def rules_cmd(fmt: str) -> None:
     """List the rules: code, name, default severity, what it needs."""
     rules = all_rules()
     if fmt == "json":
-        click.echo(
-            json.dumps(
-                [
-                    {  # output-safe: ASCII JSON (ensure_ascii) of the built-in rule pack
-                        "code": r.code,
-                        "name": r.name,
-                        "severity": r.severity.value,
-                        "default": r.default_enabled,
-                        "needs": sorted(r.needs),
-                        "summary": r.summary(),
-                    }
-                    for r in rules.values()
-                ],
-                indent=2,
-            )
+        listing = json.dumps(
+            [
+                {
+                    "code": r.code,
+                    "name": r.name,
+                    "severity": r.severity.value,
+                    "default": r.default_enabled,
+                    "needs": sorted(r.needs),
+                    "summary": r.summary(),
+                }
+                for r in rules.values()
+            ],
+            indent=2,
         )
+        click.echo(listing)  # output-safe: ASCII JSON (ensure_ascii) of the built-in rule pack
         return
     for r in rules.values():
         needs = f" [needs {', '.join(sorted(r.needs))}]" if r.needs else ""

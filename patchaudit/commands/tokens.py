@@ -90,7 +90,8 @@ def tokens(files, tokenizer, field, id_field, fmt, output, top, all_samples, sum
 
     # the report file is written whole or not at all (a temporary file renamed over it at the end)
     try:
-        out = AtomicFile(output) if output else sys.stdout
+        atomic = AtomicFile(output) if output else None
+        out = atomic if atomic is not None else sys.stdout
     except OSError as exc:
         click.echo(safe(f"patchaudit: error: {output}: cannot write: {exc.strerror or exc}"), err=True)
         sys.exit(2)
@@ -110,12 +111,12 @@ def tokens(files, tokenizer, field, id_field, fmt, output, top, all_samples, sum
             out_is_terminal=output is None and sys.stdout.isatty(),
         )
     except BaseException:
-        if output:
-            out.discard()
+        if atomic is not None:
+            atomic.discard()
         raise
-    if output:
+    if atomic is not None:
         try:
-            out.commit()
+            atomic.commit()
         except OSError as exc:
             click.echo(safe(f"patchaudit: error: {output}: cannot write: {exc.strerror or exc}"), err=True)
             sys.exit(2)

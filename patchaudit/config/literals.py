@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from typing import Any, Mapping, Protocol
+from typing import Any, Mapping, Protocol, cast
 
 
 class ImportResolver(Protocol):
@@ -91,12 +91,13 @@ class ModuleReader:
                             values.append((True, self.eval(v, self.env)))
                         except Unknown:
                             values.append((False, None))
-                    for t, (ok, v) in zip(targets[0].elts, values):
+                    names = [cast(ast.Name, t).id for t in targets[0].elts]  # all Names (checked above)
+                    for name, (ok, v) in zip(names, values):
                         if ok:
-                            self.env[t.id] = v
-                            self.unknown.discard(t.id)
+                            self.env[name] = v
+                            self.unknown.discard(name)
                         else:
-                            self._forget(t.id)
+                            self._forget(name)
                 else:
                     for t in targets:
                         for n in ast.walk(t):

@@ -107,7 +107,8 @@ class RuleMeta:
             needs=frozenset(rule.needs),
             requires=tuple(tuple(g) for g in rule.requires),
             default_enabled=bool(rule.default_enabled),
-            custom_filter=rule.can_match.__func__ is not Rule.can_match.__func__,
+            # bound classmethods: compare the functions (mypy types a classmethod as a plain callable)
+            custom_filter=rule.can_match.__func__ is not Rule.can_match.__func__,  # type: ignore[attr-defined]
             patch_set=rule.sees_patch_set(),
             static=False,
         )
@@ -191,13 +192,14 @@ def _class_attrs(reader: ModuleReader, node: ast.ClassDef) -> tuple[dict[str, An
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
             simple = len(targets) == 1 and isinstance(targets[0], ast.Name)
             names = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
-            if simple and stmt.value is not None and targets[0].id in FIELDS:
+            field = cast(ast.Name, targets[0]).id if simple else None
+            if field is not None and stmt.value is not None and field in FIELDS:
                 try:
-                    attrs[targets[0].id] = reader.eval(stmt.value, reader.env)
-                    unreadable.discard(targets[0].id)
+                    attrs[field] = reader.eval(stmt.value, reader.env)
+                    unreadable.discard(field)
                 except Unknown:
-                    attrs.pop(targets[0].id, None)
-                    unreadable.add(targets[0].id)
+                    attrs.pop(field, None)
+                    unreadable.add(field)
             elif not simple:
                 unreadable |= names & set(FIELDS)
         elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -269,7 +271,7 @@ def _rule_classes(reader: ModuleReader) -> dict[str, _ClassInfo] | None:
         bases = _base_names(stmt)
         if bases is None:
             return None
-        resolved = []
+        resolved: list[_ClassInfo | str | None] = []  # "Rule": the framework's base class
         for b in bases:
             value = reader.lookup(b)
             if b in out:
@@ -289,7 +291,7 @@ def _rule_classes(reader: ModuleReader) -> dict[str, _ClassInfo] | None:
         if len(rule_bases) != len(bases) or len(bases) != 1 or stmt.decorator_list:
             return None
         base = rule_bases[0]
-        if base == "Rule":
+        if isinstance(base, str):  # "Rule", the framework's base class
             defaults = cast(_SourceIndex, reader.index).defaults  # the index that made the reader
             if defaults is None:
                 return None
@@ -480,7 +482,7 @@ def rule_index(cache_root: str | None = None) -> dict[str, RuleMeta]:
         data = seal(pickle.dumps((stamp, _INDEX), protocol=pickle.HIGHEST_PROTOCOL))
         for path in missing if data is not None else ():
             try:
-                atomic_write(path, data)
+                atomic_write(path, cast(bytes, data))
             except OSError:
                 pass
     return _INDEX

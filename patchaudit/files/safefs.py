@@ -126,10 +126,10 @@ class Folder:
                     pass  # made meanwhile (or a symlink): open it again, and see
                 continue
             except OSError as exc:
-                st = self.lstat(name)
-                if st is not None and stat.S_ISLNK(st.st_mode):
+                seen = self.lstat(name)
+                if seen is not None and stat.S_ISLNK(seen.st_mode):
                     raise Refused(path, "is a symlink") from None
-                if st is not None and not stat.S_ISDIR(st.st_mode):
+                if seen is not None and not stat.S_ISDIR(seen.st_mode):
                     raise Refused(path, "is not a folder") from None
                 raise exc
             if private:

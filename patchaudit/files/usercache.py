@@ -159,7 +159,8 @@ def location_of(folder: str) -> Location:
     if base is not None:
         user = Location(base, ("patchaudit",), private=True)
         known[str(Path(user.path))] = user
-    cur, rest = Path(folder), []
+    cur = Path(folder)
+    rest: list[str] = []
     while True:
         loc = known.get(str(cur))
         if loc is not None:

@@ -111,7 +111,7 @@ class Tokenizer:
         special_strings = _configured_special_tokens(self._config)
         declared = _configured_added_tokens(self._config)
         # tokens a transformers load would add on top of tokenizer.json
-        to_add = []
+        to_add: list[Any] = []
         for content, special in [(c, s) for c, s in declared] + [(c, True) for c in special_strings]:
             if (
                 content
@@ -197,7 +197,11 @@ class Tokenizer:
         return self._tok.id_to_token(token_id)
 
     def tokens(self, ids: Iterable[int]) -> list[str]:
-        return [self.token(i) if self.token(i) is not None else f"<unknown id {i}>" for i in ids]
+        out = []
+        for i in ids:
+            t = self.token(i)  # "" is a token: only None is unknown
+            out.append(t if t is not None else f"<unknown id {i}>")
+        return out
 
     def token_to_id(self, token: str) -> int | None:
         return self._tok.token_to_id(token)
@@ -346,6 +350,7 @@ def load_tokenizer(path: str | os.PathLike[str]) -> Tokenizer:
             f"{path}: no such tokenizer file or folder (give a local tokenizer.json or a "
             f"model folder holding one; nothing is downloaded)"
         )
+    folder: str | None
     if os.path.isdir(path):
         folder, file = path, os.path.join(path, TOKENIZER_FILE)
         if not os.path.lexists(file) or os.path.isdir(file):

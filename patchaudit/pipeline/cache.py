@@ -171,7 +171,7 @@ def cache_root(settings) -> Path | None:
     try:
         for part in parts if folder is not None else ():
             try:
-                nxt = folder.sub(part)
+                nxt = folder.sub(part)  # type: ignore[union-attr]  # the loop runs only with a folder
             except Refused as exc:
                 if exc.reason != "is a symlink":
                     return None  # a file, say: no cache, as before (nothing is written through it)
@@ -196,7 +196,7 @@ def cache_root(settings) -> Path | None:
                 return None
             except OSError:
                 break  # missing (made safely later) or unreadable (no cache, as before)
-            folder.close()
+            folder.close()  # type: ignore[union-attr]
             folder = nxt
     finally:
         if folder is not None:
@@ -262,7 +262,7 @@ def code_stamp() -> tuple:
 
 
 def _file_stamps(path: str) -> tuple:
-    out = []
+    out: list[tuple[Any, ...]] = []
     try:
         if os.path.isdir(path):
             for name in sorted(os.listdir(path)):

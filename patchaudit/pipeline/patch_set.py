@@ -12,6 +12,11 @@ per-file ignores, inline suppressions and fingerprints as the per-file pass.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
+if TYPE_CHECKING:
+    from patchaudit.inputs.patches import PatchFile
+
 from patchaudit.inputs.patchset import order_patch_set
 from patchaudit.model.findings import FileError, Finding, TraceStep
 from patchaudit.pipeline.results import RunError
@@ -87,7 +92,7 @@ def run_patch_set_rules(files, rules, settings, result) -> None:
                 ok, codes = parse_suppression(view[line - 1])
                 if ok and codes is None:
                     bare_used.add((path, line))
-        assign_fingerprints(kept, unit.patch.lines, is_patch=True)
+        assign_fingerprints(kept, cast("PatchFile", unit.patch).lines, is_patch=True)
         result.findings.extend(kept)
     if bare_used:
         # a blanket `# patchaudit: ignore` used only by a set rule is not unused

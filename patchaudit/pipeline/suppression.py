@@ -65,7 +65,7 @@ def apply_suppressions(findings: list[Finding], lines: list[str]):
             used.setdefault(f.line, set()).add(f.code)
             continue
         kept.append(f)
-    unused = []
+    unused: list[tuple[int, tuple[str, ...] | None]] = []
     for line, codes in comments.items():
         if codes is None:
             if line not in used:

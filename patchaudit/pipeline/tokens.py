@@ -253,7 +253,7 @@ class Auditor:
 class _Counting(io.RawIOBase):
     """Counts the bytes read from the file on disk (progress for plain and gzip files alike)."""
 
-    def __init__(self, raw: IO[bytes]):
+    def __init__(self, raw: io.BufferedIOBase | io.RawIOBase):
         self.raw = raw
         self.pos = 0
 

@@ -106,6 +106,8 @@ class EngineContext:
     use_index_blob = True
     #: bump: the patch's OLD/NEW pair (pipeline.bump_engines.PairContext sets it); None in a check
     pair: Any = None
+    #: check: the run's EngineSet, on the contexts `EngineSet.contexts()` makes (monkey-patches)
+    engine_set: Any = None
 
     def __init__(self, source: EngineSource, strip: int, prefix: str, index: EngineIndex | None = None):
         self.source = source
@@ -127,6 +129,7 @@ class EngineContext:
         cached = unit._module_index
         if cached is not None:
             return cached
+        mod: ModuleIndex | None
         if unit.mode == "exact":
             mod = index_module(
                 unit.target_path or "",
@@ -203,7 +206,7 @@ class EngineSet:
     def open(cls, specs, max_file_size: int | None = None) -> "EngineSet":
         """Open every engine of the run; their reads are bounded by `max_file_size`
         and never raise (BoundedSource)."""
-        opened = []
+        opened: list[tuple[Any, int | None]] = []  # BoundedSource wraps an EngineSource
         for spec in specs:
             opened.append((BoundedSource(open_engine(spec.source, name=spec.name), max_file_size), spec.strip))
         return cls(opened)

@@ -259,6 +259,8 @@ def _exact_section(
     if not good:
         finish_records()
         return
+    original: str | None
+    orig_path: str | None
     if section.is_new and section.source_path is None:
         original, orig_path, refused = "", target, False
         same = _existing_new_file(report_path, ctx, section, target, good, records)
@@ -331,6 +333,15 @@ def _section_unit(
     from patchaudit.inputs.discover import PATCH, PYTHON
 
     lines_map, judged, hunk_of = _patched_lines(good, applied)
+    common: dict[str, Any] = dict(
+        path=report_path,
+        lines_map=lines_map,
+        judged=frozenset(judged),
+        target_path=target,
+        patch=patch,
+        section=section,
+        mode="exact",
+    )
     if kind == PYTHON:
         from patchaudit.inputs.pyast import over_limit
 
@@ -341,34 +352,14 @@ def _section_unit(
             if orig_index is not None and orig_index.tree is not None:  # the patch broke it
                 rec.syntax_error = _syntax_error(patched, lines_map)
             return _BROKEN
-        unit = PythonUnit(
-            path=report_path,
-            lines_map=lines_map,
-            judged=frozenset(judged),
-            target_path=target,
-            patch=patch,
-            section=section,
-            mode="exact",
-            text=patched,
-            engine=ctx,
-        )
+        unit = PythonUnit(**common, text=patched, engine=ctx)
         unit.hunk_of = hunk_of
         unit.patched_tree = patched_tree  # reused by EngineContext.unit_module: one ast parse
         return unit
     elif kind not in (None, PATCH):
-        unit = TextUnit(
-            path=report_path,
-            lines_map=lines_map,
-            judged=frozenset(judged),
-            target_path=target,
-            patch=patch,
-            section=section,
-            mode="exact",
-            flavor=kind,
-            lines=list(applied.lines),
-        )
-        unit.hunk_of = hunk_of
-        return unit
+        text_unit = TextUnit(**common, flavor=kind, lines=list(applied.lines))
+        text_unit.hunk_of = hunk_of
+        return text_unit
     return None
 
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 import ast
 import re
 from bisect import bisect_right
-from typing import Iterable
+from typing import Iterable, cast
 
 from patchaudit.inputs import pyast
 
@@ -75,7 +75,7 @@ class _Pruner:
     def joined_to_next(self, stmt: ast.stmt) -> bool:
         """Whether the statement after `stmt` may be on its logical line: something
         other than a comment follows `stmt` on its last line (a `;`, a backslash)."""
-        tail = self._line_bytes(stmt.end_lineno)[stmt.end_col_offset :]
+        tail = self._line_bytes(cast(int, stmt.end_lineno))[stmt.end_col_offset :]
         hash_at = tail.find(b"#")
         if hash_at >= 0:
             tail = tail[:hash_at]
@@ -95,7 +95,7 @@ class _Pruner:
         lo = stmt.lineno
         for d in getattr(stmt, "decorator_list", ()):
             lo = min(lo, d.lineno)
-        return lo, stmt.end_lineno
+        return lo, cast(int, stmt.end_lineno)  # set on every parsed statement
 
     def groups(self, stmts: list[ast.stmt]) -> Iterable[tuple[list[ast.stmt], int, int]]:
         """Siblings grouped by logical line: (statements, first line, last line)."""
