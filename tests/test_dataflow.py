@@ -20,7 +20,8 @@ from patchaudit.config.settings import Settings
 from patchaudit.analysis.dataflow import IDS, OBJECT, TEXT, Flow, FlowSpec, analyse, path_matches
 from patchaudit.inputs.discover import SourceFile
 from patchaudit.config.registry import all_rules
-from patchaudit.pipeline.runner import analyse_file, run_check
+from patchaudit.pipeline.analyse import analyse_file
+from patchaudit.pipeline.runner import run_check
 
 LABELS = ("ids", "txt", "obj")
 

@@ -12,7 +12,7 @@ from patchaudit.testing import invoke_in
 from patchaudit.model.findings import FileError, Finding, Severity, Target, TraceStep
 from patchaudit.reporters import render
 from patchaudit.reporters.github import escape_property
-from patchaudit.pipeline.runner import RunResult
+from patchaudit.pipeline.results import RunResult
 
 LINE = re.compile(r"^::(error|warning|notice) (?P<props>[^:]*)::(?P<msg>.*)$")
 

@@ -23,7 +23,7 @@ import pytest
 from patchaudit.config.settings import Settings
 from patchaudit.inputs.discover import SourceFile, classify
 from patchaudit.inputs.patches import read_patch
-from patchaudit.pipeline.runner import analyse_file
+from patchaudit.pipeline.analyse import analyse_file
 from patchaudit.units.nesting import too_deep
 
 CORPUS = Path(__file__).parent / "corpus"

@@ -27,7 +27,8 @@ from hypothesis import strategies as st
 from patchaudit.config.settings import Settings
 from patchaudit.inputs.discover import PATCH, PYTHON, SourceFile
 from patchaudit.inputs.patches import read_patch, validate_with_unidiff
-from patchaudit.pipeline.runner import analyse_file, patch_fragment_units
+from patchaudit.pipeline.analyse import analyse_file
+from patchaudit.units.fragments import patch_fragment_units
 from patchaudit.units.nesting import too_deep
 
 # --------------------------------------------------------------------------

@@ -31,7 +31,8 @@ import patchaudit.units.prune as pruning
 from patchaudit.config.settings import Settings
 from patchaudit.inputs.discover import PYTHON, SourceFile
 from patchaudit.config.registry import all_rules
-from patchaudit.pipeline.runner import analyse_file, run_check
+from patchaudit.pipeline.analyse import analyse_file
+from patchaudit.pipeline.runner import run_check
 from patchaudit.testing import all_examples, run_example
 from patchaudit.units import PythonUnit
 from patchaudit.units.prune import prune, split_lines
@@ -198,7 +199,8 @@ def test_reports_positions_and_symbols_same_with_pruning(tmp_path, monkeypatch, 
 
 
 def test_runner_stores_the_pruned_module(tmp_path):
-    from patchaudit.pipeline.runner import FileResult, run_python_rules
+    from patchaudit.pipeline.results import FileResult
+    from patchaudit.pipeline.run_rules import run_python_rules
 
     unit = PythonUnit(path="m.py", text=LOADER_MODULE)
     run_python_rules(unit, [all_rules()["PA101"]], Settings(), FileResult("m.py"))

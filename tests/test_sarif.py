@@ -20,7 +20,7 @@ from patchaudit.model.findings import FileError, Finding, Severity, Target, Trac
 from patchaudit.reporters import render
 from patchaudit.reporters.sarif import FINGERPRINT_KEY
 from patchaudit.config.registry import all_rules
-from patchaudit.pipeline.runner import RunResult
+from patchaudit.pipeline.results import RunResult
 from patchaudit.testing import run_example
 
 REPO = Path(__file__).resolve().parents[1]

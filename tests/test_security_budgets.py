@@ -40,7 +40,8 @@ from patchaudit.config.settings import EngineSpec, Settings
 from patchaudit.engine import sources as E
 from patchaudit.inputs.discover import PYTHON, SourceFile
 from patchaudit.engine.sources import EngineError, open_engine
-from patchaudit.pipeline.runner import analyse_file, run_check
+from patchaudit.pipeline.analyse import analyse_file
+from patchaudit.pipeline.runner import run_check
 
 LINUX = sys.platform.startswith("linux")
 

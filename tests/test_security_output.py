@@ -35,7 +35,7 @@ import pytest
 from patchaudit.pipeline.bump import BumpReport, HunkRow, Relocation, Side
 from patchaudit.model.findings import FileError, Finding, Severity, Target, TraceStep
 from patchaudit.reporters import render
-from patchaudit.pipeline.runner import RunResult
+from patchaudit.pipeline.results import RunResult
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA_PATH = REPO / "tests" / "data" / "sarif-schema-2.1.0.json"

@@ -411,7 +411,7 @@ def test_fnmatch_globs_do_not_backtrack(tmp_path):
     from patchaudit.config.settings import Settings
     from patchaudit.analysis.dataflow import matches, path_matches
     from patchaudit.model.findings import Finding, Severity
-    from patchaudit.pipeline.runner import apply_per_file_ignores
+    from patchaudit.pipeline.suppression import apply_per_file_ignores
 
     name = "a" * 4000
     assert not matches(name, [BACKTRACK, "*x*y*z*"])

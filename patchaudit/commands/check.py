@@ -130,7 +130,8 @@ def check(
     write_baseline_file,
 ) -> None:
     """Check patches, Python and other text files under PATHS (default: .)."""
-    from patchaudit.pipeline.runner import RunError, run_check
+    from patchaudit.pipeline.results import RunError
+    from patchaudit.pipeline.runner import run_check
 
     paths = list(paths) or ["."]
     if fmt not in available_formats():

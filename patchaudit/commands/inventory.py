@@ -48,7 +48,7 @@ from patchaudit.reporters.inventory import RENDERERS
 @click.option("--config", type=click.Path(exists=True, dir_okay=False), help="A pyproject.toml to read.")
 def inventory(paths, engine, fmt, output, config) -> None:
     """List every engine symbol the patches and runtime monkey-patches under PATHS touch."""
-    from patchaudit.pipeline.runner import RunError
+    from patchaudit.pipeline.results import RunError
 
     paths = list(paths) or ["."]
     try:

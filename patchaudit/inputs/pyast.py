@@ -12,9 +12,9 @@ libcst costs about 600 bytes of memory per byte of source (a 5 MB file took
 3 GB, a 10 MB one aborted the process at 4 GiB) and parses about 0.7 MB/s;
 `ast` costs about 150 bytes per byte.  No text over the budget is handed to
 either: `parse` says it cannot read it (the dataflow gate then lets it
-through, pruning keeps the whole text), and `runner.run_python_rules` reports
+through, pruning keeps the whole text), and `run_rules.run_python_rules` reports
 the unit as too large before anything parses it.  The budget is the run's
-`max-parse-size`, clamped by `HARD_MAX_PARSE_SIZE`; `runner.analyse_file` and
+`max-parse-size`, clamped by `HARD_MAX_PARSE_SIZE`; `analyse.analyse_file` and
 `parallel.scan` set it for the process (`set_parse_limit`), so every reader
 of a text, wherever it is called from, sees the same limit.
 """

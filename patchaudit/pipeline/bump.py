@@ -10,7 +10,7 @@ that called it kept applying and silently dropped the ids).  This module:
   and keeps both results per hunk (clean / offset / fuzz / failed, with the
   enclosing engine symbol): the hunk table of the report (`bump_report.py`);
 - runs every rule on NEW with the patches applied, through the normal runner
-  (`runner.analyse_file`), with a `PairContext` (`bump_engines.py`): the NEW
+  (`analyse.analyse_file`), with a `PairContext` (`bump_engines.py`): the NEW
   engine context that also carries the OLD side (`.pair`).  The two
   engine-pair rules read it and judge for themselves: PA203 (patched code
   changed upstream) and PA204 (call-signature drift); what they judge is
@@ -192,7 +192,10 @@ def run_bump(
     """Audit the patches (and monkey-patching .py files) under `paths` for the bump OLD -> NEW."""
     from patchaudit.inputs.discover import PATCH, PYTHON, discover
     from patchaudit.inputs.patches import read_patch
-    from patchaudit.pipeline.runner import RunError, analyse_file, load_tokenizer, resolve_rules
+    from patchaudit.pipeline.analyse import analyse_file
+    from patchaudit.pipeline.context import load_tokenizer
+    from patchaudit.pipeline.results import RunError
+    from patchaudit.pipeline.run_rules import resolve_rules
 
     _validate_options(settings)
     try:

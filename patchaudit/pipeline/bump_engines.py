@@ -134,9 +134,9 @@ class PatchPair:
 
 
 class PairEngines:
-    """What `runner.analyse_file` takes as `engines`: one PairContext per patch."""
+    """What `analyse.analyse_file` takes as `engines`: one PairContext per patch."""
 
-    pair = "engine-pair"  # the engine-pair rules run (runner._needs_met)
+    pair = "engine-pair"  # the engine-pair rules run (run_rules.needs_met)
 
     def __init__(self, audit: Any):
         self.audit = audit

@@ -1,6 +1,6 @@
 """The per-file result cache (`.patchaudit_cache/`, like ruff's).
 
-`runner.analyse_file` is a pure function of a file's path, kind and content
+`analyse.analyse_file` is a pure function of a file's path, kind and content
 and of the run's settings, so its result can be reused whenever those are
 unchanged.  The cache keeps one store per *run key* and, inside it, one entry
 per file: `(path, kind) -> (content digest, FileResult)`.  A store is a folder

@@ -198,7 +198,7 @@ def build_inventory(paths: list[str], settings: Settings) -> Inventory:
     from patchaudit.engine.versions import engine_summary
     from patchaudit.inputs.discover import PATCH, PYTHON, discover
     from patchaudit.model.findings import FileError
-    from patchaudit.pipeline.runner import open_engines
+    from patchaudit.pipeline.context import open_engines
 
     inv = Inventory()
     files, errors = discover(paths, settings.exclude)
@@ -213,7 +213,7 @@ def build_inventory(paths: list[str], settings: Settings) -> Inventory:
             continue
         inv.files += 1
         from patchaudit.files.reader import ReadError, read_bytes
-        from patchaudit.pipeline.runner import read_error
+        from patchaudit.pipeline.analyse import read_error
 
         try:  # the one guarded reader: a FIFO or a device is refused, never opened
             data = read_bytes(src.path, settings.max_file_size)

@@ -17,36 +17,10 @@ from typing import Any
 from patchaudit.config.settings import Settings
 from patchaudit.inputs.discover import PATCH
 from patchaudit.model.findings import Finding
-
-# the pipeline's public names, importable from here as before the split (commands,
-# the bump pipeline and tests import them from patchaudit.pipeline.runner)
-from patchaudit.pipeline.analyse import analyse_file, read_error  # noqa: F401
 from patchaudit.pipeline.context import engine_warnings, load_tokenizer, open_engines
-from patchaudit.pipeline.results import (
-    FileResult,  # noqa: F401
-    RunError,
-    RunResult,
-    unique_errors,
-)
-from patchaudit.pipeline.run_rules import resolve_rules, run_python_rules  # noqa: F401
-from patchaudit.pipeline.suppression import apply_per_file_ignores, apply_suppressions  # noqa: F401
-from patchaudit.units.fragments import patch_fragment_units  # noqa: F401
+from patchaudit.pipeline.results import RunError, RunResult, unique_errors
 
-__all__ = [
-    "FileResult",
-    "RunError",
-    "RunResult",
-    "analyse_file",
-    "apply_per_file_ignores",
-    "apply_suppressions",
-    "load_tokenizer",
-    "open_engines",
-    "patch_fragment_units",
-    "read_error",
-    "resolve_rules",
-    "run_check",
-    "run_python_rules",
-]
+__all__ = ["run_check"]
 
 
 def run_check(paths: list[str], settings: Settings, progress: Any = None) -> RunResult:
