@@ -16,6 +16,7 @@ from patchaudit.analysis.signatures import (
 from patchaudit.engine.symbols import CallShape
 from patchaudit.lint.rule import PYTHON, Example, Rule
 from patchaudit.model.findings import Severity
+from patchaudit.units.engines import unit_pair
 
 from ._seed import BASE_WITH_PARAM as BASE_V2
 from ._seed import BASE_WITHOUT_PARAM as BASE_V1
@@ -219,7 +220,7 @@ class CallSignatureDrift(Rule):
             raise ValueError(f"{table} include-tests: expected true or false, got {opts['include-tests']!r}")
 
     def visit_Module(self, node: cst.Module) -> None:
-        pair = getattr(getattr(self.unit, "engine", None), "pair", None)
+        pair = unit_pair(self.unit)
         if pair is None:
             return
         audit = pair.audit  # patchaudit.pipeline.bump_audit.BumpAudit

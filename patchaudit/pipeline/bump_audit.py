@@ -34,7 +34,7 @@ from patchaudit.engine.sources import EngineError, EngineSource, map_path
 from patchaudit.engine.symbols import Callee, CallShape, EngineIndex, call_sites, resolve_callee
 from patchaudit.inputs.testfiles import is_test_file
 from patchaudit.pipeline.bump_engines import OverlaySource, PairContext, PatchPair, RevisionContext, short_name
-from patchaudit.units.engines import EngineContext, EngineSet
+from patchaudit.units.engines import EngineContext, EngineSet, unit_pair
 from patchaudit.units.exact import HunkRecord
 
 
@@ -246,7 +246,7 @@ class BumpAudit:
             return None
         mod = self.patched_index.module_by_path(path)
         if mod is None:
-            pair = unit.engine.pair if unit.engine is not None else None
+            pair = unit_pair(unit)
             reloc = self.relocation_for_new(path, pair) if pair is not None else None
             if reloc is not None and reloc.new_path:
                 mod = self.patched_index.module_by_path(reloc.new_path)
@@ -258,7 +258,7 @@ class BumpAudit:
         cands: list[str] = []
         if class_q:
             cands.append(class_q)
-        pair = unit.engine.pair if unit.engine is not None else None
+        pair = unit_pair(unit)
         hunk = unit.hunk
         if pair is not None and hunk is not None:
             rec = pair.old_record(hunk.header_line)
@@ -377,7 +377,7 @@ class BumpAudit:
         the call's other arguments are) are in OLD's patched file."""
         from patchaudit.engine.symbols import ast_call_shape, ast_callee
 
-        pair = unit.engine.pair if unit.engine is not None else None
+        pair = unit_pair(unit)
         hunk, section, info = unit.hunk, unit.section, unit.info(line)
         if pair is None or hunk is None or section is None or info is None or pair.old_result is None:
             return None

@@ -195,6 +195,13 @@ class EngineContext:
         return None
 
 
+def unit_pair(unit) -> Any:
+    """The OLD/NEW pair of a unit's engine context under `patchaudit bump` (`PairContext.pair`);
+    None in a check run, for a unit without an engine, and for a text unit (which has none)."""
+    engine = getattr(unit, "engine", None)  # TextUnit declares no engine
+    return engine.pair if isinstance(engine, EngineContext) else None
+
+
 class EngineSet:
     """The engines of a run (`--engine NAME=SOURCE`, repeatable)."""
 
