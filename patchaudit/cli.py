@@ -16,10 +16,12 @@ from patchaudit import __version__
 COMMANDS = {
     "check": ("patchaudit.commands.check", "check"),
     "bump": ("patchaudit.commands.bump", "bump"),
+    "plan": ("patchaudit.commands.plan", "plan"),
     "inventory": ("patchaudit.commands.inventory", "inventory"),
     "tokens": ("patchaudit.commands.tokens", "tokens"),
     "rules": ("patchaudit.commands.rules", "rules_cmd"),
     "explain": ("patchaudit.commands.rules", "explain"),
+    "test-rules": ("patchaudit.commands.test_rules", "test_rules"),
 }
 
 

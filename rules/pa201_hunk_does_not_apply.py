@@ -11,9 +11,12 @@ class HunkDoesNotApply(Rule):
     Flags hunks that do not apply to the given engine source.
 
     ## What it does
-    In exact mode (`--engine`), applies every hunk in memory, as GNU `patch`
-    would (same search for the position, same fuzz), and reports each hunk
-    that cannot be placed, with the nearest place it almost matched.  A file
+    In exact mode (`--engine`), applies every hunk in memory, as the build's
+    command would (GNU `patch`: same search for the position, same fuzz; a
+    recipe's `git apply`: no fuzz, and the whole patch or nothing), and reports
+    each hunk that cannot be placed, with the nearest place it almost matched.
+    Under `git apply` the first such hunk says that the build stops there;
+    under `git apply --3way` a hunk the merge cannot take is a conflict.  A file
     section whose target the engine does not have gets one finding for the
     section (wrong engine version, wrong strip level, or the file moved).
     The rules still judge a failed hunk's added lines in fragment mode.
@@ -81,9 +84,11 @@ class HunkDoesNotApply(Rule):
         result = unit.engine
         if result is None:
             return
+        stop = result.stopped_at
         for rec in result.sections:
             if rec.missing:
                 sec = rec.section
+                stops = stop is not None and stop in rec.hunks
                 self.report_at(
                     sec.header_line,
                     0,
@@ -91,7 +96,7 @@ class HunkDoesNotApply(Rule):
                     0,
                     f"{rec.engine_path or sec.path} does not exist in {result.engine_label} "
                     f"(strip level {result.strip}): wrong engine version or strip level, or the file "
-                    f"moved; its {len(sec.hunks)} hunk(s) were checked without the engine",
+                    f"moved; its {len(sec.hunks)} hunk(s) were checked without the engine" + _stops(result, stops),
                 )
                 continue
             for h in rec.hunks:
@@ -102,10 +107,25 @@ class HunkDoesNotApply(Rule):
                     line, matching, total = h.nearest
                     where = f"; nearest match at line {line} ({matching} of {total} lines match)"
                 sym = f" in {h.symbol}" if h.symbol else ""
+                what = "does not apply to"
+                if h.action == "conflict":
+                    what, where = (
+                        "is a conflict with --3way in",
+                        "; the merge with the index line's blob leaves conflict markers",
+                    )
                 self.report_at(
                     h.patch_line,
                     0,
                     h.patch_line,
                     0,
-                    f"hunk #{h.index + 1} does not apply to {h.engine_path}{sym} ({result.engine_label}){where}",
+                    f"hunk #{h.index + 1} {what} {h.engine_path}{sym} ({result.engine_label}){where}"
+                    + _stops(result, h is stop),
                 )
+
+
+def _stops(result, here: bool) -> str:
+    """What the build does at the hunk where its all-or-nothing command (git apply) stops."""
+    if not here:
+        return ""
+    tool = "git am" if result.applier.tool == "git-am" else "git apply"
+    return f"; {tool} stops here: nothing of this patch is applied and the build stops at this patch"

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import git
 import pytest
-from patchaudit.testing import cli_runner
 
 from patchaudit.cli import main
+from patchaudit.testing import cli_runner
 
-BASE_V2 = '''\
+BASE_V2 = """\
 class BaseMultimodalProcessor:
     def __init__(self, tokenizer):
         self._tokenizer = tokenizer
@@ -31,9 +31,9 @@ class BaseMultimodalProcessor:
         if isinstance(prompt, list):
             prompt = self._tokenizer.decode(prompt)
         return prompt, input_ids
-'''
+"""
 
-BASE_V1 = '''\
+BASE_V1 = """\
 class BaseMultimodalProcessor:
     def __init__(self, tokenizer):
         self._tokenizer = tokenizer
@@ -49,9 +49,9 @@ class BaseMultimodalProcessor:
         if isinstance(prompt, list):
             prompt = self._tokenizer.decode(prompt)
         return prompt, None
-'''
+"""
 
-QWEN = '''\
+QWEN = """\
 import time
 
 from sglang.srt.multimodal.processors.base_processor import (
@@ -77,9 +77,9 @@ class QwenVLImageProcessor(SGLangBaseProcessor):
         )
         load_time = time.perf_counter()
         return base_output, load_time - entry_time
-'''
+"""
 
-PATCH = '''\
+PATCH = """\
 diff --git a/python/sglang/srt/multimodal/processors/qwen_vl.py b/python/sglang/srt/multimodal/processors/qwen_vl.py
 --- a/python/sglang/srt/multimodal/processors/qwen_vl.py
 +++ b/python/sglang/srt/multimodal/processors/qwen_vl.py
@@ -92,11 +92,12 @@ diff --git a/python/sglang/srt/multimodal/processors/qwen_vl.py b/python/sglang/
              prompt=input_text,
              image_data=image_data,
              multimodal_tokens=self.mm_tokens,
-'''
+"""
 
 PATCH_WITH_IDS = PATCH.replace("@@ -16,7 +16,7 @@", "@@ -16,7 +16,8 @@").replace(
     "+        base_output = await self.legacy_load_mm_data(\n",
-    "+        base_output = await self.legacy_load_mm_data(\n+            input_ids=input_text,\n")
+    "+        base_output = await self.legacy_load_mm_data(\n+            input_ids=input_text,\n",
+)
 
 PKG = "python/sglang/srt/multimodal/processors/"
 
@@ -151,8 +152,11 @@ def check(tmp: Path, patch: str, engine: str, *extra: str):
     old = os.getcwd()
     os.chdir(tmp)
     try:
-        res = cli_runner().invoke(main, ["check", "--format", "json", "--engine", f"sglang={engine}",
-                                        *extra, "fix.patch"], catch_exceptions=False)
+        res = cli_runner().invoke(
+            main,
+            ["check", "--format", "json", "--engine", f"sglang={engine}", *extra, "fix.patch"],
+            catch_exceptions=False,
+        )
     finally:
         os.chdir(old)
     assert "Traceback" not in res.stderr, res.stderr
@@ -187,9 +191,11 @@ def test_passing_input_ids_is_clean(tmp_path, kind):
 
 
 def test_failed_hunks_give_pa201_with_nearest_match_and_fuzz_gives_pa202(tmp_path):
-    moved = QWEN.replace("        entry_time = time.perf_counter()\n", "        entry_time = time.monotonic()\n") \
-                .replace("            prompt=input_text,\n", "            prompt=input_text or '',\n") \
-                .replace("        **kwargs,\n", "        **extra,\n")
+    moved = (
+        QWEN.replace("        entry_time = time.perf_counter()\n", "        entry_time = time.monotonic()\n")
+        .replace("            prompt=input_text,\n", "            prompt=input_text or '',\n")
+        .replace("        **kwargs,\n", "        **extra,\n")
+    )
     engine = as_directory(tmp_path, {**tree(BASE_V2), PKG + "qwen_vl.py": moved})
     _, out = check(tmp_path, PATCH, engine)
     codes = [f["code"] for f in out]
@@ -221,7 +227,9 @@ def test_offset_alone_is_not_a_finding_but_is_shown(tmp_path):
 
 
 def test_already_applied_hunk_is_pa208(tmp_path):
-    applied = QWEN.replace("await self.load_mm_data(", "await self.legacy_load_mm_data(\n            input_ids=input_text,")
+    applied = QWEN.replace(
+        "await self.load_mm_data(", "await self.legacy_load_mm_data(\n            input_ids=input_text,"
+    )
     engine = as_directory(tmp_path, {**tree(BASE_V2), PKG + "qwen_vl.py": applied})
     _, out = check(tmp_path, PATCH_WITH_IDS, engine)
     assert [f["code"] for f in out] == ["PA208"]
@@ -272,3 +280,57 @@ def test_two_sections_of_one_file_apply_in_sequence(tmp_path):
     res, out = check(tmp_path, first + second, engine)
     assert out == [], out
     assert res.exit_code == 0
+
+
+# ---------------------------------------------------------------------------
+# progress and the per-patch summary (issue 17)
+
+
+def test_progress_after_a_second_names_the_patch_engine_and_applier():
+    import io
+
+    from patchaudit.reporters.progress import FileProgress
+
+    out = io.StringIO()
+    bar = FileProgress(stream=out, enabled=True)
+    bar(3)
+    assert out.getvalue() == ""  # under a second and under MIN_FILES: nothing drawn
+    bar.started -= 2
+    bar(3)
+    assert "2/3 files" in out.getvalue()
+    bar.note("fix.patch -> sglang 0.5.15.post1, git apply")
+    assert out.getvalue().rstrip().endswith("2/3 files  fix.patch -> sglang 0.5.15.post1, git apply")
+    bar.close()
+    assert out.getvalue().endswith("\r\x1b[K")
+    quiet = io.StringIO()
+    off = FileProgress(stream=quiet)  # not a terminal: never drawn
+    off.started -= 5
+    off(1)
+    off.note("x")
+    assert quiet.getvalue() == ""
+
+
+def test_text_summary_lists_each_patch_engine_applier_and_counts(tmp_path):
+    eng = tmp_path / "engine"
+    write(
+        eng,
+        {
+            "sglang/__init__.py": "",
+            "sglang/_version.py": "__version__ = version = '0.5.15.post1'\n",
+            "sglang/srt/proc.py": "class P:\n    def load(self, p):\n        ids = self.tok(p)\n        return ids\n",
+        },
+    )
+    good = (
+        "--- a/python/sglang/srt/proc.py\n+++ b/python/sglang/srt/proc.py\n@@ -1,4 +1,4 @@\n class P:\n"
+        "     def load(self, p):\n-        ids = self.tok(p)\n+        ids = self.tok(list(p))\n         return ids\n"
+    )
+    (tmp_path / "a.patch").write_text(good)
+    (tmp_path / "b.patch").write_text(good.replace("self.tok(p)", "self.other(p)"))
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        res = cli_runner().invoke(main, ["check", "--no-cache", "--engine", f"sglang={eng}", "a.patch", "b.patch"])
+    finally:
+        os.chdir(cwd)
+    assert "  a.patch -> sglang 0.5.15.post1, patch (no recipe: GNU patch's defaults): 1 clean" in res.output
+    assert "  b.patch -> sglang 0.5.15.post1, patch (no recipe: GNU patch's defaults): 1 failed" in res.output

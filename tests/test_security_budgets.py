@@ -579,42 +579,55 @@ def test_engine_warnings_reach_the_command_line(tmp_path):
 
 
 def test_thousands_of_patches_on_the_same_lines_give_bounded_findings(tmp_path, monkeypatch):
+    from patchaudit.config.registry import rule_index
+
     n = 3000
     folder = tmp_path / "patches"
     folder.mkdir()
+    # a quilt series applies them in name order; each was written against the original
+    # line (`b = 0`), without the earlier patches' change: every later one overlaps them
     for i in range(n):
         (folder / f"{i:04}-p.patch").write_text(
             "--- a/pkg/m.py\n+++ b/pkg/m.py\n@@ -10,3 +10,3 @@\n a = 1\n"
-            f"-b = {i}\n+b = {i + 1}\n c = 3\n")
+            f"-b = 0\n+b = {i + 1}\n c = 3\n")
+    (folder / "series").write_text("".join(f"{i:04}-p.patch\n" for i in range(n)))
     monkeypatch.chdir(tmp_path)
+    limit = rule_index()["PA304"].load().MAX_PATCHES_PER_FILE
     res = run_check(["patches"], Settings(select=["PA304"], jobs=1, cache=False))
     pa304 = [f for f in res.findings if f.code == "PA304"]
     per_patch = {}
     for f in pa304:
         per_patch.setdefault(os.path.basename(f.path), []).append(f)
-    # each later patch: its two nearest earlier patches by name, then one summary of the rest
+    # each later patch: its two nearest earlier patches, then one summary of the rest, and
+    # the patch past the limit says once that it and the later ones are compared only with
+    # the first `limit` patches
     assert len(per_patch["0001-p.patch"]) == 1
     assert len(per_patch["0002-p.patch"]) == 2
-    assert len(pa304) == 1 + 2 + 3 * (n - 3)
+    assert len(pa304) == 1 + 2 + 3 * (n - 3) + 1
+    assert sum("PA304's limit" in f.message for f in per_patch[f"{limit:04}-p.patch"]) == 1
+    within = per_patch[f"{limit - 1:04}-p.patch"]
+    assert any(f"{limit - 2:04}-p.patch" in f.message for f in within)
+    assert any(f"{limit - 3:04}-p.patch" in f.message for f in within)
     last = per_patch[f"{n - 1:04}-p.patch"]
-    assert any(f"{n - 2:04}-p.patch" in f.message for f in last)
-    assert any(f"{n - 3:04}-p.patch" in f.message for f in last)
+    assert any(f"{limit - 1:04}-p.patch" in f.message for f in last)  # the most recent it is compared with
     summary = [f for f in last if "more" in f.message]
-    assert len(summary) == 1 and f"{n - 3:,} more patches" in summary[0].message
+    assert len(summary) == 1 and f"{limit - 2:,} more patches" in summary[0].message
     assert "0000-p.patch" in summary[0].message     # the first of them is named
 
 
 def _write_patches(folder: Path, bodies: list[str]) -> None:
+    """The patches, and a quilt series that applies them in this order."""
     folder.mkdir()
     for i, body in enumerate(bodies):
         (folder / f"{i:04}-p.patch").write_text(body)
+    (folder / "series").write_text("".join(f"{i:04}-p.patch\n" for i in range(len(bodies))))
 
 
 def test_an_earlier_patch_is_named_once_per_file_however_many_hunks_overlap_it(tmp_path, monkeypatch):
     first = ("--- a/pkg/m.py\n+++ b/pkg/m.py\n@@ -10,3 +10,3 @@\n a = 1\n-b = 1\n+b = 2\n c = 3\n"
              "@@ -40,3 +40,3 @@\n d = 1\n-e = 1\n+e = 2\n f = 3\n")
-    second = first.replace("+b = 2", "+b = 3").replace("-b = 1", "-b = 2").replace("+e = 2", "+e = 3") \
-        .replace("-e = 1", "-e = 2")
+    # written against the original too (not on top of the first): both hunks overlap it
+    second = first.replace("+b = 2", "+b = 3").replace("+e = 2", "+e = 3")
     _write_patches(tmp_path / "patches", [first, second])
     monkeypatch.chdir(tmp_path)
     res = run_check(["patches"], Settings(select=["PA304"], jobs=1, cache=False))
@@ -624,9 +637,9 @@ def test_an_earlier_patch_is_named_once_per_file_however_many_hunks_overlap_it(t
 def test_pa304_stops_comparing_past_its_limit_and_says_so(tmp_path, monkeypatch):
     from patchaudit.config.registry import rule_index
 
-    monkeypatch.setattr(rule_index()["PA304"].load(), "MAX_CHANGES_PER_FILE", 3)
+    monkeypatch.setattr(rule_index()["PA304"].load(), "MAX_PATCHES_PER_FILE", 3)
     body = "--- a/pkg/m.py\n+++ b/pkg/m.py\n@@ -10,3 +10,3 @@\n a = 1\n-b = {i}\n+b = {j}\n c = 3\n"
-    _write_patches(tmp_path / "patches", [body.format(i=i, j=i + 1) for i in range(6)])
+    _write_patches(tmp_path / "patches", [body.format(i=0, j=i + 1) for i in range(6)])
     monkeypatch.chdir(tmp_path)
     res = run_check(["patches"], Settings(select=["PA304"], jobs=1, cache=False))
     limit = [f for f in res.findings if "limit" in f.message]

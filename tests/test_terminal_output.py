@@ -115,7 +115,8 @@ def many(tmp_path):
 def test_progress_bar_on_a_terminal_stderr(many):
     rc, out, err = run(many, ["check", "--no-cache", "--jobs", "1", "."], tty_out=False, tty_err=True)
     assert rc == 0 and "All checks passed (60 files checked)." in out
-    assert "60/60 files" in err and "\r[" in err
+    # each redraw goes back to the line's start and clears it (ESC [K) before the bar
+    assert "60/60 files" in err and "\r\x1b[K[" in err
 
 
 def test_no_progress_bar_when_stderr_is_not_a_terminal(many):

@@ -23,16 +23,29 @@ class DirectorySource(EngineSource):
 
     kind = "directory"
 
-    def __init__(self, path: str, name: str = "engine", spec: str | None = None) -> None:
+    def __init__(self, path: str, name: str = "engine", spec: str | None = None, only: str | None = None) -> None:
+        """`only`: a folder of `path` (one component): the engine is that folder alone, seen
+        from `path` (`--engine sglang=.../site-packages/sglang` reads `sglang/...`)."""
         if not os.path.isdir(path):
             raise EngineError(f"engine {name!r}: {path!r} is not a directory")
         self.root = os.path.realpath(path)
-        super().__init__(name, spec if spec is not None else path, os.path.abspath(path))
+        self.only = only
+        label = os.path.abspath(os.path.join(path, only) if only else path)
+        super().__init__(name, spec if spec is not None else path, label)
+        self.notes: list[str] = []
+
+    def warnings(self) -> list[str]:
+        return list(self.notes)
 
     def _list(self) -> Iterable[str]:
         out: list[str] = []
         # (relative prefix, real directory, real ancestors for cycle checks)
-        stack: list[tuple[str, str, tuple[str, ...]]] = [("", self.root, (self.root,))]
+        start = os.path.realpath(os.path.join(self.root, self.only)) if self.only else self.root
+        if self.only and not within(self.root, start):
+            return out
+        stack: list[tuple[str, str, tuple[str, ...]]] = [
+            (self.only + "/" if self.only else "", start, (self.root, start) if self.only else (self.root,))
+        ]
         while stack:
             rel, real, ancestors = stack.pop()
             try:
@@ -77,7 +90,7 @@ class DirectorySource(EngineSource):
 
     def _resolve(self, p: str) -> str | None:
         parts = p.split("/")
-        if any(c in limits.SKIP_DIRS for c in parts):
+        if any(c in limits.SKIP_DIRS for c in parts) or (self.only and parts[0] != self.only):
             return None
         if self._fileset is not None:  # listed already: be exactly consistent
             if p not in self._fileset:

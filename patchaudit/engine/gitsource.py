@@ -62,6 +62,19 @@ class GitSource(EngineSource):
         self._blobs: dict[str, str] | None = None
         super().__init__(name, spec if spec is not None else f"{path}@{rev}", f"{self.path}@{rev} ({sha[:7]})")
 
+    def tags(self) -> list[str]:
+        """The tags that point at the revision (`v0.5.15.post1`), sorted; [] when git cannot say."""
+        cached = getattr(self, "_tags", None)
+        if cached is None:
+            from patchaudit.inputs.safegit import GitError
+
+            try:
+                out = self._repo.git("tag", "--points-at", self.sha, check=False).stdout
+            except GitError:
+                out = b""
+            cached = self._tags = sorted(t for t in out.decode("utf-8", "replace").split("\n") if t.strip())
+        return list(cached)
+
     def close(self) -> None:
         repo = getattr(self, "_repo", None)
         if repo is not None:

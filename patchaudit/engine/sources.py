@@ -36,6 +36,7 @@ __all__ = [
     "WheelSource",
     "SdistSource",
     "open_engine",
+    "open_named_engine",
     "detect_strip",
     "map_path",
 ]
@@ -97,6 +98,38 @@ def open_engine(spec: str, name: str = "engine") -> EngineSource:
     raise EngineError(f"engine {name!r}: {spec!r} does not exist")
 
 
+def open_named_engine(spec: str, name: str) -> EngineSource:
+    """`--engine NAME=SOURCE`: `open_engine`, and when NAME is a known engine (sglang,
+    vllm, megatron) the source must hold that package: a folder that *is* the package
+    (`.../site-packages/sglang`) is read from its parent (said in a note), anything else
+    is an EngineError that says what was found."""
+    from patchaudit.engine.versions import DEFAULT_PACKAGES, outer_packages, top_packages
+
+    source = open_engine(spec, name=name)
+    if name not in DEFAULT_PACKAGES or name in top_packages(source) or _has_folder(source, name):
+        return source
+    path = os.path.normpath(os.path.expanduser(spec))
+    if (
+        isinstance(source, DirectorySource)
+        and os.path.basename(path) == name
+        and any(f.endswith(".py") and "/" not in f for f in source.files())
+    ):
+        parent = os.path.dirname(os.path.abspath(path))
+        folder = DirectorySource(parent, name=name, spec=spec, only=name)
+        folder.notes.append(f"{spec} is the package folder itself: read as the package `{name}` of {parent}")
+        return folder
+    found = sorted(outer_packages(source))
+    shown = ", ".join(found[:8]) + (f" and {len(found) - 8} more" if len(found) > 8 else "")
+    source.close()
+    raise EngineError(f"--engine {name}={spec}: no package `{name}` there (found: {shown or 'no Python package'})")
+
+
+def _has_folder(source: EngineSource, name: str) -> bool:
+    """A folder `name` holding Python files near the engine's top (`python/sglang/`,
+    `Megatron-LM/megatron/`): a package, even without `__init__.py` files."""
+    return any(f.endswith(".py") and name in f.split("/")[:3][:-1] for f in source.files())
+
+
 # ---------------------------------------------------------------------------
 # strip levels
 
@@ -143,10 +176,41 @@ def map_path(patch_path: str, strip: int, prefix: str = "") -> str | None:
     return prefix + rest
 
 
+def same_file(engine: EngineSource, comps: list[str], strip: int, prefix: str) -> bool:
+    """Whether stripping `strip` components and putting `prefix` in front keeps the file
+    the patch names: the result only drops leading folders of the path (after its first
+    component, the diff's `a/`) or only adds some, or it is the module the path names (an
+    archive's top folder for a checkout's `python/`: `sglang-1.0/sglang/x.py` for
+    `python/sglang/x.py`); never another module that has the same file name
+    (`python/sglang/jit_kernel/utils.py` is not `sglang/srt/utils.py`) and never a
+    prefix inside a package."""
+    if not prefix:
+        return True
+    rest = [c for c in comps[strip:] if c and c != "."]
+    mapped = [c for c in prefix.split("/") if c] + rest
+    named = [c for c in (comps[1:] if len(comps) > 1 else comps) if c and c != "."]
+    if _ends_with(mapped, named) or _ends_with(named, mapped):
+        return True
+    pre = mapped[: len(mapped) - len(rest)]
+    if any(engine.has("/".join(pre[: k + 1]) + "/__init__.py") for k in range(len(pre))):
+        return False  # the prefix goes into a package: another package's file
+    module = engine.module_name("/".join(mapped)) if rest[-1].endswith(".py") else None
+    if not module:
+        return False
+    parts = module.split(".")
+    stem = named[:-1] + [named[-1][:-3]]
+    return _ends_with(stem, parts) or (stem[-1] == "__init__" and _ends_with(stem[:-1], parts))
+
+
+def _ends_with(path: list[str], tail: list[str]) -> bool:
+    return len(path) >= len(tail) and path[len(path) - len(tail) :] == tail
+
+
 def detect_strip(patch_paths: list[str], engine: EngineSource) -> tuple[int, str]:
     """Find ``(N, prefix)`` such that ``map_path(p, N, prefix)`` exists in the
-    engine for as many of ``patch_paths`` as possible, N in 0..4.  Ties go to
-    the smallest N, then the shallowest prefix.  Raises EngineError naming the
+    engine for as many of ``patch_paths`` as possible, N in 0..4, and is the file
+    the patch names (`same_file`: a coincidental file-name match elsewhere does
+    not count).  Ties go to the smallest N, then the shallowest prefix.  Raises EngineError naming the
     paths tried when no path matches at any level."""
     if isinstance(patch_paths, str):
         patch_paths = [patch_paths]
@@ -169,7 +233,8 @@ def detect_strip(patch_paths: list[str], engine: EngineSource) -> tuple[int, str
             if rest is None:
                 break
             for pre in set(engine.suffix_prefixes(rest)):
-                score[(n, pre)] = score.get((n, pre), 0) + 1
+                if same_file(engine, comps, n, pre):
+                    score[(n, pre)] = score.get((n, pre), 0) + 1
     if not score:
         tried = [p for p in patch_paths if _patch_components(p) is not None]
         shown = ", ".join(tried[:5]) + (f" (and {len(tried) - 5} more)" if len(tried) > 5 else "")

@@ -38,6 +38,16 @@ class Applier:
     reverse: bool = False
     #: git apply --check / patch --dry-run: the command changes nothing
     check_only: bool = False
+    #: GNU patch -N / --forward: a reversed (already applied) patch is skipped (exit 1)
+    forward: bool = False
+    #: GNU patch -t / --batch: a reversed patch is assumed -R (applied in reverse)
+    batch: bool = False
+    #: GNU patch -f / --force: no reversed-patch check at all
+    force: bool = False
+    #: git apply -C n: context lines that must match (None: all of them)
+    context: int | None = None
+    #: git apply --unidiff-zero: hunks without context are not anchored at the file's ends
+    unidiff_zero: bool = False
 
     def __post_init__(self) -> None:
         if self.tool not in TOOLS:
@@ -63,12 +73,17 @@ class Applier:
                 words.append(f"-p{self.strip}")
             if self.fuzz is not None:
                 words.append(f"-F{self.fuzz}")
+            words += [flag for on, flag in ((self.forward, "-N"), (self.batch, "-t"), (self.force, "-f")) if on]
         else:
             words = ["git", "am"] if self.tool == GIT_AM else ["git", "apply"]
             if self.strip is not None and self.strip != 1:
                 words.append(f"-p{self.strip}")
             if self.three_way:
                 words.append("--3way")
+            if self.context is not None:
+                words.append(f"-C{self.context}")
+            if self.unidiff_zero:
+                words.append("--unidiff-zero")
         if self.reverse:
             words.append("-R")
         if self.check_only:
@@ -78,3 +93,8 @@ class Applier:
 
 #: what exact mode assumes when no recipe names the tool
 DEFAULT_APPLIER = Applier()
+
+
+def is_default(applier: Applier) -> bool:
+    """No recipe named the command: exact mode assumes GNU patch's defaults."""
+    return applier == DEFAULT_APPLIER

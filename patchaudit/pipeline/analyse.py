@@ -143,12 +143,12 @@ def _analyse_patch(
     comment_lines = suppressible_patch_lines(patch)
     punit = PatchUnit(path=src.path, patch=patch, problems=patch.problems)
     units_py, units_text = [], []
-    engine_ctx = _exact_engine(engines, patch, src.path, result)
+    engine_ctx, applier = _exact_engine(engines, patch, src.path, result, settings)
     if engine_ctx is not None:
         from patchaudit.units.exact import exact_units
 
         try:
-            units_py, units_text, punit.engine = exact_units(patch, engine_ctx, report_path=src.path)
+            units_py, units_text, punit.engine = exact_units(patch, engine_ctx, report_path=src.path, applier=applier)
         except Exception as exc:  # a safety net: exact_units isolates each file section itself
             result.errors.append(
                 _internal_error(src.path, exc, "in exact mode; the patch was checked without the engine")
@@ -223,18 +223,32 @@ def _internal_error(path: str, exc: BaseException, what: str, line: int | None =
     return FileError(path, f"internal error {what}: {exc!r}{at}", line)
 
 
-def _exact_engine(engines: Any, patch, path: str, result: FileResult):
-    """The engine context a patch is checked against, or None (fragment mode): a failure
-    while choosing it is an error, and the patch is still checked without the engine."""
+def _exact_engine(engines: Any, patch, path: str, result: FileResult, settings: Settings | None = None):
+    """(the engine context a patch is checked against, or None: fragment mode; the build's
+    applier): the plan's scope (pipeline/plan.py) names the engine and the command, or
+    leaves the patch out of exact mode; a failure while choosing is an error, and the
+    patch is still checked without the engine."""
+    from patchaudit.patching.appliers import DEFAULT_APPLIER
+
     if engines is None:
-        return None
+        return None, DEFAULT_APPLIER
+    scope = settings.patch_scope.get(os.path.abspath(path)) if settings is not None and settings.patch_scope else None
+    if scope is not None and scope[0] == "skip":
+        return None, DEFAULT_APPLIER
     try:
-        return engines.for_patch(patch)
+        if scope is not None:
+            ctx = engines.for_patch(patch, only=scope[1])
+            if ctx is not None and len(scope) > 3 and settings is not None:  # the set's earlier patches applied
+                from patchaudit.units.stacked import stacked_context
+
+                ctx = stacked_context(ctx, list(scope[3]), scope[2].max_fuzz, settings.max_file_size)
+            return ctx, scope[2]
+        return engines.for_patch(patch), DEFAULT_APPLIER
     except Exception as exc:
         result.errors.append(
             _internal_error(path, exc, "while matching the patch to the engine; it was checked without the engine")
         )
-        return None
+        return None, DEFAULT_APPLIER
 
 
 def _isolated(unit, result: FileResult, run) -> list[Finding]:

@@ -12,6 +12,7 @@ per-file ignores, inline suppressions and fingerprints as the per-file pass.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
@@ -21,7 +22,7 @@ from patchaudit.inputs.patchset import order_patch_set
 from patchaudit.model.findings import FileError, Finding, TraceStep
 from patchaudit.pipeline.results import RunError
 from patchaudit.pipeline.run_rules import context_for, needs_met
-from patchaudit.pipeline.suppression import apply_per_file_ignores, apply_suppressions
+from patchaudit.pipeline.suppression import apply_per_file_ignores, apply_suppressions, settle_regions
 from patchaudit.units.suppression import parse_suppression, suppressible_patch_lines
 
 
@@ -38,8 +39,31 @@ def _read_regular(path: str, limit: int) -> bytes | None:
         return None
 
 
-def run_patch_set_rules(files, rules, settings, result) -> None:
-    """Run the selected set rules over the patches among `files`; extend `result`."""
+def _ordered_sets(paths: list[str], plan, errors: list) -> list[tuple[str, str, int, bool | str]]:
+    """(path, set name, position, ordered) per patch: the sets and order the recipes give
+    (pipeline/plan.py: one set per checkout of a recipe, in the order applied: "recipe"), else a
+    quilt `series` file's (True), else one set per folder in name order, which no
+    build is known to follow (not ordered: PA304 then reports only patches that conflict
+    in every order: False)."""
+    out: list[tuple[str, str, int, bool | str]] = []
+    placed: set[str] = set()
+    wanted = {os.path.abspath(p): p for p in paths}
+    for pset in getattr(plan, "sets", None) or []:
+        for k, absolute in enumerate(pset.paths):
+            p = wanted.get(absolute)
+            if p is not None and absolute not in placed:
+                placed.add(absolute)
+                out.append((p, pset.set_id, k, "recipe"))
+    rest = [p for p in paths if os.path.abspath(p) not in placed]
+    for p, set_name, pos in order_patch_set(rest, errors):
+        out.append((p, set_name, pos, os.path.isfile(os.path.join(set_name, "series"))))
+    out.sort(key=lambda t: (t[1], t[2], os.path.basename(t[0]), t[0]))
+    return out
+
+
+def run_patch_set_rules(files, rules, settings, result, plan=None) -> None:
+    """Run the selected set rules over the patches among `files`; extend `result`.
+    `plan` (pipeline/plan.py) gives the sets and orders of the build's recipes."""
     from patchaudit.inputs.discover import PATCH
     from patchaudit.inputs.patches import read_patch
     from patchaudit.pipeline.baseline import assign_fingerprints
@@ -49,7 +73,7 @@ def run_patch_set_rules(files, rules, settings, result) -> None:
     if not set_rules:
         return
     units = []
-    for path, set_name, _ in order_patch_set([f.path for f in files if f.kind == PATCH], result.errors):
+    for path, set_name, _, ordered in _ordered_sets([f.path for f in files if f.kind == PATCH], plan, result.errors):
         data = _read_regular(path, settings.max_file_size)
         if data is None:
             continue  # the per-file pass has reported it
@@ -58,7 +82,8 @@ def run_patch_set_rules(files, rules, settings, result) -> None:
         except Exception as exc:  # one patch never costs the set rules the others
             result.errors.append(FileError(path, f"internal error reading the patch for the patch-set rules: {exc!r}"))
             continue
-        units.append(PatchUnit(path=path, patch=patch, problems=patch.problems, set_name=set_name))
+        unit = PatchUnit(path=path, patch=patch, problems=patch.problems, set_name=set_name, set_ordered=ordered)
+        units.append(unit)
     by_path = {u.path: u for u in units}
     findings: dict[str, list[Finding]] = {}
     for r in set_rules:
@@ -92,6 +117,7 @@ def run_patch_set_rules(files, rules, settings, result) -> None:
                 ok, codes = parse_suppression(view[line - 1])
                 if ok and codes is None:
                     bare_used.add((path, line))
+        settle_regions(kept, cast("PatchFile", unit.patch).lines)  # regions end after they start
         assign_fingerprints(kept, cast("PatchFile", unit.patch).lines, is_patch=True)
         result.findings.extend(kept)
     if bare_used:

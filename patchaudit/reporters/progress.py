@@ -1,6 +1,7 @@
 """Progress bars on a terminal (stderr): one line, redrawn in place, cleared at the end.
 
-`FileProgress` counts the files `patchaudit check` has finished; `ByteProgress`
+`FileProgress` counts the files `patchaudit check` has finished (and names the last
+patch, its engine and applier when the run takes over a second); `ByteProgress`
 the bytes `patchaudit tokens` has read.  Both are drawn only when the stream is a
 terminal, and cleared (`clear()`) before other lines are printed.
 """
@@ -8,7 +9,9 @@ terminal, and cleared (`clear()`) before other lines are printed.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import time
 from typing import IO
 
 from patchaudit.model.escape import safe
@@ -36,24 +39,49 @@ class TerminalProgress:
 
 
 class FileProgress(TerminalProgress):
-    """A progress bar on stderr for scans of many files, only when stderr is a terminal."""
+    """A progress bar on stderr for scans of many files, or for any run that takes longer
+    than a second (exact mode, bump: a few patches against a large engine), only when
+    stderr is a terminal.  `note()` names what was finished last: the patch, its engine
+    and the applier (`sglang.patch -> sglang 0.5.15.post1, git apply`)."""
 
     MIN_FILES = 50
+    #: seconds after which a run of few files shows the bar too
+    MIN_SECONDS = 1.0
 
-    def __init__(self) -> None:
-        super().__init__(sys.stderr, sys.stderr.isatty() and os.environ.get("TERM") != "dumb")
+    def __init__(self, stream: IO[str] | None = None, enabled: bool | None = None) -> None:
+        stream = stream if stream is not None else sys.stderr
+        if enabled is None:
+            enabled = stream.isatty() and os.environ.get("TERM") != "dumb"
+        super().__init__(stream, enabled)
         self.done = 0
+        self.total = 0
+        self.started = time.monotonic()
+        self.text = ""
 
     def __call__(self, total: int) -> None:
         """Called once per finished file."""
         self.done += 1
-        if not self.enabled or total < self.MIN_FILES:
+        self.total = total
+        if not self.enabled or (total < self.MIN_FILES and time.monotonic() - self.started < self.MIN_SECONDS):
             return
-        if self.done % max(1, total // 200) and self.done != total:
+        if total >= self.MIN_FILES and self.done % max(1, total // 200) and self.done != total:
             return
+        self.draw()
+
+    def note(self, text: str) -> None:
+        """What was finished last (drawn with the bar, escaped)."""
+        self.text = text
+        if self.enabled and self.shown:
+            self.draw()
+
+    def draw(self) -> None:
+        total = max(self.total, self.done, 1)
         width = 30
-        fill = width * self.done // total
-        self.show(f"\r[{'#' * fill}{'.' * (width - fill)}] {self.done}/{total} files")  # output-safe: numbers
+        fill = width * min(self.done, total) // total
+        note = f"  {safe(self.text)}" if self.text else ""
+        columns = shutil.get_terminal_size((100, 20)).columns
+        line = f"[{'#' * fill}{'.' * (width - fill)}] {self.done}/{total} files{note}"
+        self.show("\r\x1b[K" + line[: max(columns - 1, 20)])  # output-safe: numbers, and the note escaped
 
     def close(self) -> None:
         self.clear()

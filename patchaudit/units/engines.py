@@ -12,7 +12,7 @@ import os
 from typing import Any
 
 from patchaudit.engine.definitions import FuncInfo, ModuleIndex, index_module
-from patchaudit.engine.sources import EngineError, EngineSource, detect_strip, map_path, open_engine
+from patchaudit.engine.sources import EngineError, EngineSource, detect_strip, map_path, open_named_engine
 from patchaudit.engine.symbols import EngineIndex
 from patchaudit.model.findings import FileError
 
@@ -215,7 +215,9 @@ class EngineSet:
         and never raise (BoundedSource)."""
         opened: list[tuple[Any, int | None]] = []  # BoundedSource wraps an EngineSource
         for spec in specs:
-            opened.append((BoundedSource(open_engine(spec.source, name=spec.name), max_file_size), spec.strip))
+            # a known engine's name must name its package there (an error that says what was found)
+            source = open_named_engine(spec.source, name=spec.name)
+            opened.append((BoundedSource(source, max_file_size), spec.strip))
         return cls(opened)
 
     def take_errors(self) -> list[FileError]:
@@ -248,12 +250,16 @@ class EngineSet:
         ctxs = self.contexts()
         return ctxs[0] if ctxs else None
 
-    def for_patch(self, patch) -> EngineContext | None:
+    def for_patch(self, patch, only: str | None = None) -> EngineContext | None:
+        """The engine a patch is checked against: the one its paths match best, or, with
+        `only` (the plan's engine name: pipeline/plan.py), that engine only."""
         paths = [s.raw_path for s in patch.sections if s.raw_path and not s.is_binary]
         if not paths or not self.engines:
             return None
         best: tuple[int, int, int, str] | None = None  # (matches, -k, strip, prefix)
         for k, (src, strip) in enumerate(self.engines):
+            if only is not None and src.name != only:
+                continue
             if strip is not None:
                 cand = (strip, "")
                 try:
@@ -269,6 +275,7 @@ class EngineSet:
             key = (n, -k, cand[0], cand[1])
             if best is None or key > best:
                 best = key
-        assert best is not None
+        if best is None:
+            return None
         k = -best[1]
         return EngineContext(self.engines[k][0], best[2], best[3], self._index(k))

@@ -30,6 +30,7 @@ from typing import Any
 from patchaudit.engine.definitions import index_module, parse_python
 from patchaudit.engine.sources import EngineError
 from patchaudit.model.findings import FileError
+from patchaudit.patching.appliers import DEFAULT_APPLIER, Applier, is_default
 from patchaudit.units import LineInfo, PythonUnit, TextUnit
 from patchaudit.units.engines import BoundedSource, EngineContext
 
@@ -51,6 +52,12 @@ class HunkRecord:
     symbol: str | None = None
     engine: str = ""
     source_line: int | None = None  # where the hunk was found (or expected) in the original file
+    #: what the build's command does with it beyond its status (patching/build.py: an
+    #: already-applied hunk's GIT_FAILS, GNU_SKIPS, ...; "conflict" under --3way)
+    action: str = ""
+    applier: str = ""  # the command, as a user writes it (`git apply --3way`)
+    title: str = ""  # the engine as a user names it (`sglang 0.5.15.post1`)
+    stops: bool = False  # git apply stops at this hunk: nothing of the patch is applied
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -66,6 +73,10 @@ class HunkRecord:
             "nearest": list(self.nearest) if self.nearest else None,
             "symbol": self.symbol,
             "engine": self.engine,
+            "applier": self.applier,
+            "action": self.action,
+            "engine_title": self.title or self.engine,
+            "stops_build": self.stops,
         }
 
 
@@ -89,10 +100,19 @@ class ExactResult:
     sections: list[SectionRecord] = field(default_factory=list)
     #: what went wrong inside one section or hunk (the patch file and line named)
     errors: list[FileError] = field(default_factory=list)
+    #: the command the build applies the patch with (a recipe's; else GNU patch's defaults)
+    applier: Applier = DEFAULT_APPLIER
+    #: git apply / git am: the first hunk that does not apply; the build applies nothing
+    #: of the patch and stops there (None: the patch applies, or GNU patch)
+    stopped_at: HunkRecord | None = None
 
     @property
     def hunks(self) -> list[HunkRecord]:
         return [h for s in self.sections for h in s.hunks]
+
+    @property
+    def patch_applied(self) -> bool:
+        return self.stopped_at is None
 
 
 def _refused(source, path: str | None = None, blob: str | None = None) -> bool:
@@ -122,14 +142,16 @@ def _blob(source, sha: str, path: str | None) -> bytes | None:
     return source.blob(sha)
 
 
-def _read_original(ctx: EngineContext, section) -> tuple[str | None, str | None, bool]:
+def _read_original(ctx: EngineContext, section, use_blob: bool = True) -> tuple[str | None, str | None, bool]:
     """(pre-image text, engine path it came from, refused): `refused` when the engine
-    has the file but it was not read (over max-file-size, unreadable: BoundedSource)."""
+    has the file but it was not read (over max-file-size, unreadable: BoundedSource).
+    `use_blob=False`: the build's command (a recipe's) patches the engine's file, not
+    the blob the `index` line names."""
     src_path = ctx.engine_path(section.source_path) if section.source_path else None
     path = src_path or ctx.engine_path(section.raw_path)
     # bump compares two revisions of one repository: there the file at the
     # revision counts, not the pre-image blob the index line names
-    if ctx.use_index_blob and section.index and not set(section.index[0]) <= {"0"}:
+    if use_blob and ctx.use_index_blob and section.index and not set(section.index[0]) <= {"0"}:
         blob = _blob(ctx.source, section.index[0], path)
         if blob is not None:
             return blob.decode("utf-8", "surrogateescape"), path, False
@@ -155,15 +177,18 @@ def hunk_defect(hunk) -> str | None:
     return None
 
 
-def exact_units(patch, ctx: EngineContext, report_path: str):
+def exact_units(patch, ctx: EngineContext, report_path: str, applier: Applier = DEFAULT_APPLIER):
     """Units of a patch in exact mode: (python units, text units, ExactResult).
+
+    `applier` is the build's command (a recipe's `git apply --3way`, `patch -F3`):
+    it decides fuzz, all-or-nothing and what an already-applied hunk does.
 
     Each file section is judged on its own: a failure inside one (reported in
     `ExactResult.errors` with the section's line) leaves it to fragment mode and
     the other sections as they are."""
     from patchaudit.inputs.discover import classify
 
-    result = ExactResult(ctx.label, ctx.source.name, ctx.strip, ctx.prefix)
+    result = ExactResult(ctx.label, ctx.source.name, ctx.strip, ctx.prefix, applier=applier)
     py: list[PythonUnit] = []
     text_units: list[TextUnit] = []
     # a file changed by two sections of one patch: the second applies to the first's result,
@@ -225,7 +250,43 @@ def exact_units(patch, ctx: EngineContext, report_path: str):
                 sec_py, sec_text = [], []
         py.extend(sec_py)
         text_units.extend(sec_text)
+    py, text_units = _as_built(patch, ctx, report_path, applier, result, py, text_units)
     return py, text_units, result
+
+
+#: hunk statuses at which git apply stops (and applies nothing of the patch)
+_STOPS = ("failed", "already-applied", "malformed")
+
+
+def _as_built(patch, ctx: EngineContext, report_path: str, applier: Applier, result: ExactResult, py, text_units):
+    """The units as the build's command leaves the engine: under git apply a patch with a
+    hunk that does not apply is applied not at all, so no patched file is the build's
+    result and the rules judge what the patch adds (fragment mode)."""
+    from patchaudit.engine.versions import engine_title
+    from patchaudit.inputs.discover import classify
+
+    title = engine_title(ctx, ctx.source.name)
+    command = applier.describe() + (" (no recipe: GNU patch's defaults)" if is_default(applier) else "")
+    for h in result.hunks:
+        h.applier, h.title = command, title
+    if not applier.all_or_nothing:
+        return py, text_units
+    from patchaudit.engine.versions import expected_file
+
+    # a file the engine lacks stops git apply where the build's checkout has it
+    missing = [h for h in result.hunks if h.status == "missing-file" and expected_file(ctx.source, h.engine_path)]
+    stop = next((h for h in result.hunks if (h.status in _STOPS and h.action != "merged") or h in missing), None)
+    if stop is None:
+        return py, text_units
+    stop.stops = True
+    result.stopped_at = stop
+    py, text_units = [], []
+    for rec in result.sections:
+        rec.syntax_error, rec.patched_text = None, None
+        good = [h for h in rec.section.hunks if hunk_defect(h) is None]
+        kind = "python" if rec.section.is_python else classify(rec.section.path)
+        _fallback_units(patch, rec.section, good, report_path, kind, py, text_units, ctx)
+    return py, text_units
 
 
 def _exact_section(
@@ -244,7 +305,7 @@ def _exact_section(
 ) -> None:
     """One file section in exact mode: its hunk records and units (appended to `py`/`text_units`)."""
     from patchaudit.inputs.discover import PYTHON
-    from patchaudit.patching.apply import apply_hunks, split_lines
+    from patchaudit.patching.apply import split_lines
 
     # hunks the applier refuses are left out; the others apply as GNU patch would apply them
     records: dict[int, HunkRecord] = {}
@@ -288,9 +349,11 @@ def _exact_section(
         return
     rec.original_text = original
     lines, eol = split_lines(original)
-    applied = apply_hunks(lines, [h.to_spec() for h in good], ends_with_newline=eol)
+    applied, actions = _apply(
+        ctx, section, orig_path or target, result.applier, lines, [h.to_spec() for h in good], eol
+    )
     orig_index = index_module(orig_path or target, original) if kind == PYTHON else None
-    _applied_records(report_path, ctx, section, target, good, applied, orig_index, records)
+    _applied_records(report_path, ctx, section, target, good, applied, orig_index, records, actions)
     finish_records()
     failed = [h for h, r in zip(good, applied.hunks) if r.status == "failed"]
     if section.is_deleted:
@@ -432,14 +495,30 @@ def _section_original(
         original, orig_path = patched_so_far[source_key]
         return original, orig_path, False
     try:
-        return _read_original(ctx, section)
+        return _read_original(ctx, section, use_blob=is_default(result.applier))
     except EngineError as exc:  # an engine source that raises (not a BoundedSource)
         result.errors.append(FileError(report_path, f"engine file not read: {exc}", section.header_line))
         return None, None, True
 
 
+def _apply(ctx: EngineContext, section, path: str, applier: Applier, lines: list[str], specs: list, eol: bool):
+    """(ApplyResult, {hunk index: action}) of one section as the build's command applies it."""
+    from patchaudit.patching.build import build_apply
+
+    sha = section.index[0] if section.index and not set(section.index[0]) <= {"0"} else None
+    return build_apply(applier, lines, specs, eol, lambda: _blob(ctx.source, sha, path) if sha else None)
+
+
 def _applied_records(
-    report_path: str, ctx: EngineContext, section, target: str, good: list, applied, orig_index, records: dict
+    report_path: str,
+    ctx: EngineContext,
+    section,
+    target: str,
+    good: list,
+    applied,
+    orig_index,
+    records: dict,
+    actions: dict[int, str],
 ) -> None:
     """The record of each hunk the applier applied (or failed to)."""
     for h, r in zip(good, applied.hunks):
@@ -464,6 +543,7 @@ def _applied_records(
             symbol,
             ctx.label,
             source_line=r.source_line,
+            action=actions.get(r.index, ""),
         )
 
 
