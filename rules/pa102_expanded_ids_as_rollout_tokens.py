@@ -1,7 +1,6 @@
 from __future__ import annotations
 
-import re
-from typing import Any
+from typing import Any, cast
 
 import libcst as cst
 from libcst.metadata import PositionProvider
@@ -11,16 +10,25 @@ from patchaudit.analysis.dataflow import (
     OBJECT,
     CallSite,
     FlowSpec,
-    StoreSite,
     Value,
     analyse,
+    exclusive,
+    file_steps,
+    first_each,
+    hit_report,
+    literal_value,
     matches,
-    path_matches,
     receiver_name,
+    repo_view,
+    run_repo,
+    summarise,
 )
-from patchaudit.analysis.gate import facts, literal_runs, some_word_may_match, string_lists
-from patchaudit.lint.rule import PYTHON, Example, Rule
+from patchaudit.analysis.gate import facts, functions, literal_runs, string_lists
+from patchaudit.lint.rule import PYTHON, Rule
 from patchaudit.model.findings import Severity
+
+from ._pa102_examples import INVALID as INVALID_EXAMPLES
+from ._pa102_examples import VALID as VALID_EXAMPLES
 
 PROCESSOR = "processor"  # a multimodal processor object
 PROCESSOR_OUTPUT = "processor-output"  # what calling it returns (BatchFeature)
@@ -101,27 +109,55 @@ DEFAULTS: dict[str, list[str]] = {
     "media-arguments": ["images", "image", "videos", "video", "audio", "audios", "image_inputs", "video_inputs"],
     # the field of a processor's output that holds the ids
     "ids-fields": ["input_ids"],
-    # rollout token fields: attribute names or dotted tails (`sample.tokens`)
+    # rollout token fields: attribute names or dotted tails (`sample.tokens`); a value stored there
+    # is seen by every read of that field in the repository (a carrier), and reported where it
+    # reaches an engine request
     "token-fields": ["tokens"],
-    # an engine request's ids key/keyword, and the keys that carry media beside them
+    # an SGLang request's ids key/keyword (a JSON payload, `GenerateReqInput`, `Engine.generate`,
+    # a `ModelRequest(...)`-like object), and the keys that carry media beside them
     "request-ids-keys": ["input_ids"],
     "request-media-keys": ["image_data", "video_data", "audio_data"],
+    # a vLLM prompt's ids key/keyword (`TokensPrompt(...)`, a dict prompt, `LLM.generate(...)`) and
+    # its media key
+    "vllm-ids-keys": ["prompt_token_ids"],
+    "vllm-media-keys": ["multi_modal_data"],
+    # a framework's generate helper (`server.generate(prompt_ids=..., image_data=...)`): the
+    # callees (last name or dotted) and the ids keywords they take beside a media keyword
+    "request-calls": ["generate", "agenerate", "async_generate", "generate_request", "generate_async"],
+    "request-call-ids-keys": ["prompt_ids", "input_ids", "prompt_token_ids"],
+    # media tagged as already processed (SGLang's `{"format": "processor_output", ...}`): the
+    # engine then expects expanded ids
+    "preprocessed-formats": ["processor_output"],
+    # calls that collapse each image's repeated pad tokens back to one placeholder
+    "collapse-functions": [
+        "*dedup*image_token*",
+        "*collapse*",
+        "*unexpand*",
+        "*dedup_image*",
+        "*compress_image_tokens*",
+    ],
 }
 
-#: the layer's notes for stores and appends (patchaudit.analysis.dataflow)
-_STORE_NOTE = re.compile(r"(?:stored in|appended to) `([^`]+)`")
+#: the engine a request shape goes to, for the message
+SGLANG, VLLM = "SGLang", "vLLM"
+
 
 REQUEST_MESSAGE = (
-    "ids from a multimodal processor (each image already expanded into its pad tokens) are sent to the "
-    "engine as `{key}` together with `{media}`: the engine expects one placeholder per image and expands it "
+    "ids from a multimodal processor (each image already expanded into its pad tokens) are sent to {engine} "
+    "as `{key}` together with `{media}`: the engine expects one placeholder per image and expands it "
     "itself, so it re-expands or falls back to decode and re-tokenize (token drift); send the pre-expansion "
     "rollout ids and keep the processor output for training"
 )
-STORE_MESSAGE = (
-    "ids from a multimodal processor (each image already expanded into its pad tokens) are stored in rollout "
-    "token field `{field}`: rollout tokens are sent back to the engine, which expects one placeholder per "
-    "image; store the pre-expansion ids and keep the processor output for training"
-)
+
+
+def engine_of(key: str, media: str, callee: str | None, o: dict[str, Any]) -> str:
+    """The engine a request goes to, as the message names it."""
+    last = (callee or "").rsplit(".", 1)[-1]
+    if key in o["vllm-ids-keys"] or media in o["vllm-media-keys"] or last in ("TokensPrompt", "LLM"):
+        return f"the {VLLM} engine"
+    if key in o["request-ids-keys"] and media in o["request-media-keys"]:
+        return f"the {SGLANG} engine"
+    return f"the engine behind `{last or callee}()`"
 
 
 def literal_part(pattern: str) -> str:
@@ -131,9 +167,16 @@ def literal_part(pattern: str) -> str:
 
 class _Spec(FlowSpec):
     kinds = {PROCESSOR: OBJECT, PROCESSOR_OUTPUT: OBJECT, EXPANDED: IDS}
+    summary_labels = frozenset({EXPANDED})
 
     def __init__(self, opts: dict[str, Any]):
         self.o = opts
+        # a value stored in a rollout token field is seen wherever the field is read
+        self.carriers = tuple(
+            sorted({f.replace('["', ".").replace('"]', "").rsplit(".", 1)[-1] for f in opts["token-fields"]})
+        )
+        self.ids_keys = set(opts["request-ids-keys"]) | set(opts["vllm-ids-keys"])
+        self.media_keys = set(opts["request-media-keys"]) | set(opts["vllm-media-keys"])
 
     def _named_processor(self, name: str | None) -> bool:
         return matches(name, self.o["processor-names"]) and not matches(name, self.o["not-processor-names"])
@@ -165,6 +208,9 @@ class _Spec(FlowSpec):
                 return False
         return True
 
+    def clean(self, flow, site: CallSite) -> bool:
+        return matches(site.name, self.o["collapse-functions"])
+
     def call(self, flow, site: CallSite):
         out = None
         if site.resolved:
@@ -192,73 +238,85 @@ class _Spec(FlowSpec):
         return None
 
     # ----- sinks -----------------------------------------------------------------
-    def store(self, flow, site: StoreSite):
-        if not path_matches(site.path, self.o["token-fields"]) and not (
-            site.path is None and matches(site.attr, self.o["token-fields"])
-        ):
-            return
-        shown = site.path or site.attr
-        for _, origin, steps in site.value.find(EXPANDED)[:1]:
-            if self._stored_before(steps[:-1]):
-                continue  # `sample.tokens = sample.tokens + new`: the first store is the finding
-
-            flow.report(site.node, STORE_MESSAGE.format(field=shown), steps, origin, f"rollout token field `{shown}`")
-
-    def _stored_before(self, steps) -> bool:
-        for _, note in steps:
-            for m in _STORE_NOTE.finditer(note):
-                if path_matches(m.group(1), self.o["token-fields"]):
-                    return True
+    def _preprocessed(self, flow, value: Value, node: cst.CSTNode | None) -> bool:
+        """Media tagged as processor output (`{"format": "processor_output", ...}`): SGLang's
+        preprocessed path, which expects the expanded ids."""
+        formats = self.o["preprocessed-formats"]
+        for obj in flow.reachable(value):
+            fe = obj.fields.get("format")
+            if fe is not None and literal_value(getattr(fe.node, "value", fe.node)) in formats:
+                return True
+        if node is not None:  # a literal in the call itself: image_data=[{"format": "processor_output"}]
+            for d in _dicts(node):
+                for el in d.elements:
+                    if isinstance(el, cst.DictElement) and literal_value(el.key) == "format":
+                        if literal_value(el.value) in formats:
+                            return True
         return False
 
     def _call_sinks(self, flow, site: CallSite):
+        o = self.o
+        request_call = matches(site.name, o["request-calls"]) or matches(site.callee, o["request-calls"])
         media = [
-            a for a in site.args if a.keyword in self.o["request-media-keys"] and site.literal(a.keyword) is not None
+            a
+            for a in site.args
+            if a.keyword in self.media_keys
+            and site.literal(a.keyword) is not None
+            and not self._preprocessed(flow, a.value, a.node.value)
         ]
         for a in site.args:
             if a.keyword is None:
                 continue
-            hits = a.value.find(EXPANDED)[:1]
-            if not hits:
-                continue
-            _, origin, steps = hits[0]
-            if media and a.keyword in self.o["request-ids-keys"]:
-                m = media[0]
-                flow.report(
-                    a.node,
-                    REQUEST_MESSAGE.format(key=a.keyword, media=m.keyword),
-                    steps,
-                    origin,
-                    f"sent as `{a.keyword}` with `{m.keyword}` (line {flow.line(m.node)})",
-                )
-            elif matches(a.keyword, self.o["token-fields"]):
-                flow.report(
-                    a.node,
-                    STORE_MESSAGE.format(field=f"{site.name}({a.keyword}=...)"),
-                    steps,
-                    origin,
-                    f"rollout token field `{a.keyword}`",
-                )
+            for _, origin, steps in first_each(a.value.find(EXPANDED)):
+                self._call_sink(flow, site, a, media, request_call, origin, steps)
+
+    def _call_sink(self, flow, site: CallSite, a: Any, media: list, request_call: bool, origin: Any, steps: Any):
+        o = self.o
+        if media and (a.keyword in self.ids_keys or (request_call and a.keyword in o["request-call-ids-keys"])):
+            m = media[0]
+            engine = engine_of(a.keyword, cast(str, m.keyword), site.callee, o)
+            if request_call and a.keyword not in self.ids_keys:
+                engine = f"the engine behind `{site.callee or site.name}()`"
+            flow.report(
+                a.node,
+                REQUEST_MESSAGE.format(engine=engine, key=a.keyword, media=m.keyword),
+                steps,
+                origin,
+                f"sent as `{a.keyword}` with `{m.keyword}` (line {flow.line(m.node)})",
+            )
+        elif matches(a.keyword, o["token-fields"]):
+            # `Sample(tokens=ids)`, `sample.append_response_tokens(tokens=ids)`: into the field
+            flow.carrier_store(cast(str, a.keyword), a.value.with_step(site.at, f"stored in `{a.keyword}=`"))
 
     def finish(self, flow):
         for obj in flow.objects():
-            media = [(k, fe) for k, fe in obj.fields.items() if k in self.o["request-media-keys"] and not fe.none]
+            media = [
+                (k, fe)
+                for k, fe in obj.fields.items()
+                if k in self.media_keys and not fe.none and not self._preprocessed(flow, fe.value, None)
+            ]
             for key, fe in obj.fields.items():
-                hits = fe.value.find(EXPANDED)[:1]
-                if not hits:
+                if key not in self.ids_keys:
                     continue
-                _, origin, steps = hits[0]
-                if media and key in self.o["request-ids-keys"]:
-                    mk, mfe = media[0]
+                together = [(mk, mfe) for mk, mfe in media if not exclusive(fe.branches, mfe.branches)]
+                for _, origin, steps in first_each(fe.value.find(EXPANDED)) if together else ():
+                    mk, mfe = together[0]
                     flow.report(
                         fe.node,
-                        REQUEST_MESSAGE.format(key=key, media=mk),
+                        REQUEST_MESSAGE.format(engine=engine_of(key, mk, None, self.o), key=key, media=mk),
                         steps,
                         origin,
                         f"sent to the engine as `{key}` in a request that also carries `{mk}` (line {mfe.line})",
                     )
-                elif matches(key, self.o["token-fields"]):
-                    flow.report(fe.node, STORE_MESSAGE.format(field=key), steps, origin, f"rollout token field `{key}`")
+
+
+def _dicts(node: cst.CSTNode) -> list[cst.Dict]:
+    """The dict literals of an argument (itself, or the elements of a list/tuple literal)."""
+    if isinstance(node, cst.Dict):
+        return [node]
+    if isinstance(node, (cst.List, cst.Tuple)):
+        return [e.value for e in node.elements if isinstance(e.value, cst.Dict)]
+    return []
 
 
 def check_options(opts: dict[str, Any], defaults: dict[str, Any]) -> None:
@@ -268,134 +326,6 @@ def check_options(opts: dict[str, Any], defaults: dict[str, Any]) -> None:
             raise ValueError(f"unknown option {key!r} (known: {', '.join(sorted(defaults))})")
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise ValueError(f"option {key!r}: expected a list of strings, got {value!r}")
-
-
-SEED_SHAPE = """\
-from typing import Any
-
-
-def _prepare_initial_inputs(sample, processor, tokenizer):
-    if processor:
-        processor_output = processor(text=sample.prompt, **(sample.multimodal_inputs or {}))
-        prompt_ids = processor_output["input_ids"][0]
-        sample.multimodal_train_inputs = {
-            k: v for k, v in processor_output.items() if k not in ["input_ids", "attention_mask"]
-        } or None
-    else:
-        prompt_ids = tokenizer.encode(sample.prompt, add_special_tokens=False)
-    image_data = []
-    if sample.multimodal_inputs and sample.multimodal_inputs.get("images"):
-        image_data = [encode_image_for_rollout_engine(img) for img in sample.multimodal_inputs["images"]]
-    return prompt_ids, image_data, sample.multimodal_train_inputs
-
-
-def _prepare_start_state(sample, state, args: Any, sampling_params: dict):
-    prompt_ids, image_data, init_mm_train = _prepare_initial_inputs(sample, state.processor, state.tokenizer)
-    current_image_data = image_data
-    if not sample.tokens:
-        sample.tokens = list(prompt_ids)
-    response_tokens = sample.tokens[len(prompt_ids):] if len(sample.tokens) >= len(prompt_ids) else []
-    return current_image_data, response_tokens
-
-
-async def _run_inference_step(url: str, tokens: list[int], sampling_params: dict, image_data, tokenizer):
-    payload = {
-        "input_ids": tokens,
-        "sampling_params": sampling_params,
-        "return_logprob": True,
-    }
-    if image_data:
-        payload["image_data"] = image_data
-    return await post(url, payload)
-
-
-async def generate(args, sample, state, sampling_params):
-    url = f"http://{args.sglang_router_ip}:{args.sglang_router_port}/generate"
-    image_data, response_tokens = _prepare_start_state(sample, state, args, sampling_params)
-    output = await _run_inference_step(url, sample.tokens, sampling_params, image_data, state.tokenizer)
-    return output
-"""
-
-CLEAN_SEED_SHAPE = """\
-def _prepare_initial_inputs(sample, processor, tokenizer):
-    # rollout ids: one <|image_pad|> placeholder per image, exactly what the engine expects
-    rollout_ids = tokenizer.encode(sample.prompt, add_special_tokens=False)
-    if processor:
-        processor_output = processor(text=sample.prompt, **(sample.multimodal_inputs or {}))
-        sample.multimodal_train_inputs = dict(processor_output)      # expanded: training only
-        sample.train_input_ids = processor_output["input_ids"][0]
-    image_data = [encode_image_for_rollout_engine(img) for img in sample.multimodal_inputs["images"]]
-    return rollout_ids, image_data
-
-
-def _prepare_start_state(sample, state):
-    prompt_ids, image_data = _prepare_initial_inputs(sample, state.processor, state.tokenizer)
-    if not sample.tokens:
-        sample.tokens = list(prompt_ids)
-    return image_data
-
-
-async def _run_inference_step(url, tokens, sampling_params, image_data):
-    payload = {"input_ids": tokens, "sampling_params": sampling_params, "return_logprob": True}
-    if image_data:
-        payload["image_data"] = image_data
-    return await post(url, payload)
-
-
-async def generate(url, sample, state, sampling_params):
-    image_data = _prepare_start_state(sample, state)
-    return await _run_inference_step(url, sample.tokens, sampling_params, image_data)
-"""
-
-
-EXACT_ENGINE_FILE = """\
-def prepare(sample, processor):
-    out = processor(text=sample.prompt, images=sample.images)
-    return out["input_ids"][0], sample.images
-
-
-def unrelated():
-    return 1
-
-
-def start(sample, processor, tokenizer):
-    ids, images = prepare(sample, processor)
-    sample.tokens = list(tokenizer.encode(sample.prompt))
-    return sample
-"""
-
-EXACT_ENGINE = {
-    "python/sglang/__init__.py": "",
-    "python/sglang/srt/__init__.py": "",
-    "python/sglang/srt/rollout.py": EXACT_ENGINE_FILE,
-}
-
-EXACT_PATCH = """\
---- a/python/sglang/srt/rollout.py
-+++ b/python/sglang/srt/rollout.py
-@@ -10,4 +10,4 @@
- def start(sample, processor, tokenizer):
-     ids, images = prepare(sample, processor)
--    sample.tokens = list(tokenizer.encode(sample.prompt))
-+    sample.tokens = list(ids)
-     return sample
-"""
-
-#: the same engine file where the flow is already there before any patch
-EXACT_ENGINE_FLOWING = dict(EXACT_ENGINE)
-EXACT_ENGINE_FLOWING["python/sglang/srt/rollout.py"] = EXACT_ENGINE_FILE.replace(
-    "list(tokenizer.encode(sample.prompt))", "list(ids)"
-)
-
-EXACT_PATCH_UNRELATED = """\
---- a/python/sglang/srt/rollout.py
-+++ b/python/sglang/srt/rollout.py
-@@ -6,3 +6,3 @@
- 
- def unrelated():
--    return 1
-+    return 2
-"""
 
 
 class ExpandedIdsAsRolloutTokens(Rule):
@@ -459,7 +389,7 @@ class ExpandedIdsAsRolloutTokens(Rule):
     slime's `examples/geo3k_vlm_multi_turn/rollout.py` wrote processor output
     into `sample.tokens` (`_prepare_initial_inputs` -> `_prepare_start_state`)
     and sent that sequence as `input_ids` with `image_data`
-    (`_run_inference_step`); seed report 002.
+    (`_run_inference_step`): THUDM/slime#2388, fixed by THUDM/slime#2389.
     """
 
     code = "PA102"
@@ -478,328 +408,119 @@ class ExpandedIdsAsRolloutTokens(Rule):
     options = {k: list(v) for k, v in DEFAULTS.items()}
     METADATA_DEPENDENCIES = (PositionProvider,)
 
-    VALID = [
-        Example(CLEAN_SEED_SHAPE, title="seed shape with pre-expansion rollout ids for the engine"),
-        Example(
-            """\
-            def prompt_stats(sample, processor):
-                out = processor(text=sample.prompt, images=sample.images)
-                sample.prompt_length = len(out["input_ids"][0])
-                n_image_tokens = int((out["input_ids"][0] == IMAGE_PAD).sum())
-                return {"input_ids": len(out["input_ids"][0]), "image_data": sample.images, "n": n_image_tokens}
-            """,
-            title="processor ids only counted",
-        ),
-        Example(
-            """\
-            def prepare(sample, tokenizer, images):
-                prompt_ids = tokenizer(sample.prompt)["input_ids"]
-                sample.tokens = list(prompt_ids)
-                payload = {"input_ids": sample.tokens, "image_data": images}
-                return payload
-            """,
-            title="text-only tokenizer path",
-        ),
-        Example(
-            """\
-            class Sample:
-                tokens: list
+    VALID = VALID_EXAMPLES
+    INVALID = INVALID_EXAMPLES
 
-            def parse(record, processor_config):
-                sample = Sample()
-                sample.tokens = [int(t) for t in record["tokens"]]
-                pixel = processor_config["image_processor"](record["image"])["pixel_values"]
-                request = {"input_ids": sample.tokens, "image_data": [pixel]}
-                return request
-            """,
-            title="same names, unrelated code",
-        ),
-        Example(
-            """\
-            def build(sample, processor, tokenizer):
-                expanded = processor(text=sample.prompt, images=sample.images)["input_ids"][0]
-                rollout = tokenizer.encode(sample.prompt)
-                return expanded, rollout
+    repository = True
 
-            def start(sample, processor, tokenizer):
-                train_ids, rollout_ids = build(sample, processor, tokenizer)
-                sample.train_input_ids = train_ids
-                sample.tokens = list(rollout_ids)
-            """,
-            title="element-precise unpacking",
-        ),
-        Example(
-            """\
-            def start(sample, processor):
-                ids = processor(text=sample.prompt)["input_ids"][0]
-                sample.tokens = list(ids)
-            """,
-            title="processor called with text only: nothing expanded",
-        ),
-        Example(
-            """\
-            def log_ids(sample, processor, logger):
-                ids = processor(text=sample.prompt, images=sample.images)["input_ids"][0]
-                logger.info(f"expanded prompt: {ids}")
-                record = {"tokens": str(ids), "image_data": sample.images}
-                return record
-            """,
-            title="f-string and str() end the id flow",
-        ),
-        Example(
-            """\
-            def send_text_only(url, processor, sample):
-                ids = processor(text=sample.prompt, images=sample.images).input_ids[0].tolist()
-                return post(url, {"input_ids": ids, "sampling_params": {}})
-            """,
-            title="request without image data",
-        ),
-        Example(
-            """\
-            def start(sample, processor, tokenizer):
-                ids = processor(text=sample.prompt, images=sample.images)["input_ids"]
-                n = len(ids)
-                ids = tokenizer.encode(sample.prompt)
-                sample.tokens = ids
-                return n
-            """,
-            title="variable reassigned before the store",
-        ),
-        Example(
-            """\
-            def request(sample, processor, tokenizer):
-                out = processor(text=sample.prompt, images=sample.images)
-                ids = tokenizer.encode(sample.prompt)
-                return {"input_ids": ids, "image_data": out["pixel_values"]}
-            """,
-            title="only the pixel values of the processor output are sent",
-        ),
-        Example(
-            """\
-            def to_list(x):
-                return list(x)
+    @classmethod
+    def export_requires(cls, options: dict[str, Any] | None) -> tuple[tuple[str, ...], ...]:
+        """The byte filter of the whole-repository pre-pass: a source (the pre-filter's groups)
+        or an ids key beside a media key (a function that builds a request from its parameters)."""
+        o = {**DEFAULTS, **(options or {})}
+        groups = list(cls.requires_for(options))
+        if not groups or not string_lists(o, ("request-ids-keys", "vllm-ids-keys", "request-call-ids-keys")):
+            return ()
+        media = list(o["request-media-keys"]) + list(o["vllm-media-keys"])
+        ids = list(o["request-ids-keys"]) + list(o["vllm-ids-keys"]) + list(o["request-call-ids-keys"])
+        groups += [(k, m) for k in ids for m in media]
+        return tuple(groups)
 
-            def start(sample, processor, tokenizer):
-                n = len(to_list(processor(text=sample.prompt, images=sample.images)["input_ids"][0]))
-                sample.tokens = to_list(tokenizer.encode(sample.prompt))
-                return n
-            """,
-            title="one helper, two call contexts",
-        ),
-        Example(
-            """\
-            async def step(engine, sample, processor, images):
-                ids = processor(text=sample.prompt, images=images)["input_ids"][0]
-                return await engine.async_generate(input_ids=sample.tokens, image_data=images, meta=len(ids))
-            """,
-            title="keyword request with other ids",
-        ),
-        Example(
-            """\
-            def start(sample, processor):
-                text = processor.apply_chat_template(sample.messages, tokenize=False)
-                sample.tokens = processor.tokenizer.encode(text)
-            """,
-            title="chat template rendered as text, then tokenized",
-        ),
-        Example(
-            """\
-            --- a/rollout.py
-            +++ b/rollout.py
-            @@ -1,5 +1,5 @@
-             def start(sample, processor, tokenizer):
-                 processor_output = processor(text=sample.prompt, images=sample.images)
-            -    sample.tokens = list(processor_output["input_ids"][0])
-            +    sample.tokens = list(tokenizer.encode(sample.prompt))
-                 sample.multimodal_train_inputs = dict(processor_output)
-                 return sample
-            """,
-            kind="patch",
-            title="patch replacing expanded ids by rollout ids",
-        ),
-        Example(
-            """\
-            --- a/rollout.py
-            +++ b/rollout.py
-            @@ -1,4 +1,5 @@
-             def start(sample, processor):
-                 processor_output = processor(text=sample.prompt, images=sample.images)
-                 sample.tokens = list(processor_output["input_ids"][0])
-            +    logger.debug("prepared %s", sample.index)
-                 return sample
-            """,
-            kind="patch",
-            title="patch whose added line is not on the flow",
-        ),
-        Example(
-            EXACT_PATCH_UNRELATED,
-            kind="patch",
-            engine=EXACT_ENGINE_FLOWING,
-            title="exact mode: the flow predates the patch, which changes a line off the flow",
-        ),
-    ]
-    INVALID = [
-        Example(
-            SEED_SHAPE,
-            line=30,
-            contains="`input_ids` together with `image_data`",
-            title="seed shape: processor ids -> tuple return -> list() -> sample.tokens -> payload",
-        ),
-        Example(
-            """\
-            def start(sample, processor):
-                sample.tokens = processor(text=sample.prompt, images=sample.images)["input_ids"][0].tolist()
-            """,
-            line=2,
-            contains="rollout token field `sample.tokens`",
-            title="inline store",
-        ),
-        Example(
-            """\
-            async def step(engine, processor, prompt, images):
-                out = processor(text=[prompt], images=images, return_tensors="pt")
-                return await engine.async_generate(input_ids=out.input_ids[0].tolist(), image_data=images)
-            """,
-            line=3,
-            contains="`input_ids` together with `image_data`",
-            title="keyword request, .input_ids",
-        ),
-        Example(
-            """\
-            def request(processor, messages, images):
-                ids = processor.apply_chat_template(messages, tokenize=True, add_generation_prompt=True)
-                payload = {"sampling_params": {"max_new_tokens": 64}}
-                payload["input_ids"] = ids
-                payload["image_data"] = images
-                return payload
-            """,
-            line=4,
-            title="apply_chat_template(tokenize=True), dict built by item assignment",
-        ),
-        Example(
-            """\
-            from transformers import AutoProcessor
+    @classmethod
+    def exports(cls, text: str, settings: Any = None) -> bool:
+        """Whether the module can export a summary, read with `ast` (gate.py): a function that
+        builds a request from its parameters (it names an ids key and a media key: its
+        parameters may reach the sink), or one that calls a processor and returns or stores
+        into a rollout token field (its return or the field carries a taint)."""
+        o = {**DEFAULTS, **(settings.options_for(cls.code) if settings is not None else {})}
+        if not string_lists(o, tuple(DEFAULTS)):
+            return True
+        fns = functions(text)
+        if fns is None:
+            return True
+        return any(cls._seeded(ff, o) or cls._source_function(ff, o) for ff in fns)
 
-            proc = AutoProcessor.from_pretrained("Qwen/Qwen2.5-VL-7B-Instruct")
+    @staticmethod
+    def _carriers(o: dict[str, Any]) -> list[str]:
+        return sorted({f.replace('["', ".").replace('"]', "").rsplit(".", 1)[-1] for f in o["token-fields"]})
 
-            def start(sample):
-                batch = proc(text=sample.prompt, images=sample.images)
-                sample.tokens = batch["input_ids"][0].tolist()
-            """,
-            line=7,
-            title="AutoProcessor.from_pretrained at module level",
-        ),
-        Example(
-            """\
-            from transformers import ProcessorMixin
+    @staticmethod
+    def _seeded(ff: Any, o: dict[str, Any]) -> bool:
+        """A function worth following parameter by parameter: it names a request's keys."""
+        media = set(o["request-media-keys"]) | set(o["vllm-media-keys"])
+        ids = set(o["request-ids-keys"]) | set(o["vllm-ids-keys"]) | set(o["request-call-ids-keys"])
+        return bool(ff.words & media) and bool(ff.words & ids)
 
-            def start(sample, p: ProcessorMixin):
-                out = p(text=sample.prompt, images=sample.images)
-                prompt_ids = out.get("input_ids")[0]
-                sample.tokens = prompt_ids + sample.response_ids
-            """,
-            line=6,
-            title="annotated parameter, .get(), + concatenation",
-        ),
-        Example(
-            """\
-            class Rollout:
-                def __init__(self, model_path):
-                    self.proc = AutoProcessor.from_pretrained(model_path)
-                    self.tokens = []
+    @staticmethod
+    def _source_function(ff: Any, o: dict[str, Any]) -> bool:
+        """A function that may hand processor ids to another module: it calls something named
+        like a processor (or a factory, or apply_chat_template) and returns a value or stores
+        into a rollout token field."""
+        carriers = ExpandedIdsAsRolloutTokens._carriers(o)
+        if not ff.returns and not any(matches(s, carriers) for s in ff.stores):
+            return False
+        if not any(f in ff.words for f in o["ids-fields"]) and "apply_chat_template" not in ff.words:
+            return False  # no processor ids in it
+        names = [n for n in ff.words if matches(n, o["processor-names"]) and not matches(n, o["not-processor-names"])]
+        return bool(names) and (
+            any(c.name == "apply_chat_template" or (c.name in names and args) for c, args in ff.calls)
+            or any(c.receiver in names for c, _ in ff.calls)
+        )
 
-                def encode(self, prompt, images):
-                    return self.proc(text=prompt, images=images)["input_ids"][0]
+    @classmethod
+    def has_source(cls, text: str, settings: Any = None) -> bool:
+        """Whether the module hands processor ids on by itself (`_source_function`)."""
+        o = {**DEFAULTS, **(settings.options_for(cls.code) if settings is not None else {})}
+        fns = functions(text) if string_lists(o, tuple(DEFAULTS)) else None
+        return fns is None or any(cls._source_function(ff, o) for ff in fns)
 
-                def start(self, prompt, images):
-                    self.tokens.extend(self.encode(prompt, images))
+    @classmethod
+    def seed(cls, text: str, settings: Any = None) -> set[str] | None:
+        """The functions of the module to follow parameter by parameter (`_seeded`)."""
+        o = {**DEFAULTS, **(settings.options_for(cls.code) if settings is not None else {})}
+        fns = functions(text) if string_lists(o, tuple(DEFAULTS)) else None
+        return None if fns is None else {ff.qualname for ff in fns if cls._seeded(ff, o)}
 
-                def request(self, images):
-                    return {"input_ids": self.tokens, "image_data": images}
-            """,
-            line=13,
-            title="self fields across methods, .extend",
-        ),
-        Example(
-            """\
-            def start(sample, processor):
-                ids = processor(text=sample.prompt, images=sample.images)["input_ids"][0]
-                sample.prompt_token_ids = ids
-            """,
-            options={"token-fields": ["prompt_token_ids"]},
-            line=3,
-            title="configured token field",
-        ),
-        Example(
-            """\
-            def start(sample, vlm):
-                ids = vlm(text=sample.prompt, images=sample.images)["input_ids"][0]
-                sample.tokens = ids
-            """,
-            options={"processor-names": ["vlm"]},
-            line=3,
-            title="configured processor name",
-        ),
-        Example(
-            """\
-            def make(processor, prompt, images):
-                *_, ids = [None, processor(text=prompt, images=images)["input_ids"][0]]
-                return Sample(tokens=ids, images=images)
-            """,
-            line=3,
-            title="starred unpacking, constructor keyword",
-        ),
-        Example(
-            """\
-            --- a/rollout.py
-            +++ b/rollout.py
-            @@ -1,4 +1,4 @@
-             def start(sample, processor, tokenizer):
-                 processor_output = processor(text=sample.prompt, images=sample.images)
-            -    sample.tokens = list(tokenizer.encode(sample.prompt))
-            +    sample.tokens = list(processor_output["input_ids"][0])
-                 return sample
-            """,
-            kind="patch",
-            line=7,
-            title="patch adding the store",
-        ),
-        Example(
-            """\
-            --- a/rollout.py
-            +++ b/rollout.py
-            @@ -1,4 +1,4 @@
-             def start(sample, processor, tokenizer):
-            -    prompt_ids = tokenizer.encode(sample.prompt)
-            +    prompt_ids = processor(text=sample.prompt, images=sample.images)["input_ids"][0]
-                 sample.tokens = list(prompt_ids)
-                 return sample
-            """,
-            kind="patch",
-            line=6,
-            title="patch adding the source: the sink is on a context line, the finding on the added line",
-        ),
-        Example(
-            EXACT_PATCH,
-            kind="patch",
-            engine=EXACT_ENGINE,
-            line=7,
-            contains="`sample.tokens`",
-            title="exact mode: the source is in the engine file, outside the hunk",
-        ),
-    ]
+    @classmethod
+    def summarise(
+        cls, module: cst.Module, position: Any, path: str, view: Any, settings: Any = None, seed: Any = None
+    ) -> Any:
+        options = settings.options_for(cls.code) if settings is not None else {}
+        check_options(options, DEFAULTS)
+        summary, hits = summarise(module, _Spec({**DEFAULTS, **options}), position, path, view, seed)
+        return summary, [hit_report(h, position) for h in hits]
 
     @classmethod
     def can_match(cls, text: str, settings: Any = None) -> bool:
-        """The pre-filter follows the configured source names (the class `requires` are the defaults')."""
+        """The pre-filter follows the configured source names (the class `requires` are the defaults'),
+        and the words through which the module can see another module's summary (the pipeline
+        widens `requires` by the same words)."""
+        repo = run_repo(settings, cls.code)
         options = settings.options_for(cls.code) if settings is not None else None
+        o = {**DEFAULTS, **(options or {})}
+        sinks = [w for w in repo.sinks() if w in text] if repo is not None else []
+        if repo is not None and any(w in text for w in repo.sources()):
+            # a taint from another module: then a request is what the module needs
+            if not string_lists(o, tuple(DEFAULTS)):
+                return True
+            f = facts(text)
+            return f is None or cls._has_sink(f, o, sinks)
         groups = cls.requires_for(options)
         if groups and not any(all(s in text for s in g) for g in groups):
             return False
-        return cls.can_fire(text, {**DEFAULTS, **(options or {})})
+        return cls.can_fire(text, o, sinks)
+
+    @classmethod
+    def repo_requires(cls, options: dict[str, Any] | None, sources: list[str], sinks: list[str]) -> tuple:
+        """The pre-filter groups a file without a source of its own passes when it can get a
+        taint from another module (`sources`) and holds a request: a media key, or a call
+        of a function whose parameters reach one (`sinks`)."""
+        o = {**DEFAULTS, **(options or {})}
+        media = list(o["request-media-keys"]) + list(o["vllm-media-keys"])
+        return tuple((w, m) for w in sources for m in [*media, *sinks])
 
     @staticmethod
-    def can_fire(text: str, o: dict[str, Any]) -> bool:
+    def can_fire(text: str, o: dict[str, Any], sinks: list[str] | None = None) -> bool:
         """Whether the module has both ingredients of a finding (read with `ast`, see
         patchaudit/analysis/gate.py).  A processor: a name, attribute or parameter named like one
         (`param`, `unknown`, a call's or receiver's name), a parameter annotated like one,
@@ -815,23 +536,36 @@ class ExpandedIdsAsRolloutTokens(Rule):
             "token-fields",
             "request-ids-keys",
             "request-media-keys",
+            "vllm-ids-keys",
+            "vllm-media-keys",
+            "request-call-ids-keys",
         )
         if not string_lists(o, keys):
             return True
         f = facts(text)
         if f is None:
             return True
-        names = f.names
-        source = (
-            any(matches(n, o["processor-names"]) and not matches(n, o["not-processor-names"]) for n in names)
+        if not ExpandedIdsAsRolloutTokens._has_source(f, o):
+            return False
+        return ExpandedIdsAsRolloutTokens._has_sink(f, o, sinks)
+
+    @staticmethod
+    def _has_sink(f: Any, o: dict[str, Any], sinks: list[str] | None) -> bool:
+        """A request (`_call_sinks`, `finish`): an ids key beside a media key, or a call of
+        another module's function whose parameters reach one."""
+        if sinks and any(w in f.names for w in sinks):
+            return True
+        words = f.words()
+        media = list(o["request-media-keys"]) + list(o["vllm-media-keys"])
+        ids = list(o["request-ids-keys"]) + list(o["vllm-ids-keys"]) + list(o["request-call-ids-keys"])
+        return any(k in words for k in media) and any(k in words for k in ids)
+
+    @staticmethod
+    def _has_source(f: Any, o: dict[str, Any]) -> bool:
+        return (
+            any(matches(n, o["processor-names"]) and not matches(n, o["not-processor-names"]) for n in f.names)
             or any(matches(c.dotted, o["processor-factories"]) for c in f.calls)
             or any(matches(p, o["processor-annotations"]) for p in f.annotation_parts())
-        )
-        if not source:
-            return False
-        words = f.words()
-        return some_word_may_match(words, o["token-fields"]) or (
-            any(k in words for k in o["request-media-keys"]) and any(k in words for k in o["request-ids-keys"])
         )
 
     @classmethod
@@ -859,6 +593,7 @@ class ExpandedIdsAsRolloutTokens(Rule):
 
     def leave_Module(self, original_node: cst.Module) -> None:
         check_options(self.context.options, DEFAULTS)
-        hits = analyse(original_node, _Spec(self.opts), lambda n: self.get_metadata(PositionProvider, n))
+        repo = repo_view(self.context, self.unit, self.code)
+        hits = analyse(original_node, _Spec(self.opts), lambda n: self.get_metadata(PositionProvider, n), repo)
         for h in hits:
-            self.report(h.node, h.message, trace=h.steps, severity=h.severity)
+            self.report(h.node, h.message, trace=file_steps(h.steps), severity=h.severity)

@@ -7,174 +7,15 @@ from typing import Any
 import libcst as cst
 from libcst.metadata import PositionProvider
 
-from patchaudit.analysis.dataflow import (
-    EMPTY,
-    IDS,
-    MISSING,
-    OBJECT,
-    TEXT,
-    CallSite,
-    FlowSpec,
-    ReturnSite,
-    StoreSite,
-    Value,
-    analyse,
-    join,
-    matches,
-    receiver_name,
-)
-from patchaudit.analysis.gate import facts, string_lists
-from patchaudit.inputs.cst import string_literal
+from patchaudit.analysis.dataflow import analyse, matches
+from patchaudit.analysis.gate import facts, literal_runs, string_lists
+from patchaudit.analysis.retokenize_guards import may_size_mask
+from patchaudit.analysis.retokenize_spec import DEFAULTS, RetokenizeSpec, one_per_flow
+from patchaudit.inputs import pyast
 from patchaudit.lint.rule import PYTHON, Example, Rule
 from patchaudit.model.findings import Severity
 
 from .pa102_expanded_ids_as_rollout_tokens import VERB_NAMES, check_options
-
-DECODED = "decoded-text"  # text made from token ids
-RETOKENIZED_OUTPUT = "retokenized-output"  # a tokenizer/processor's output for that text
-RETOKENIZED = "retokenized-ids"  # ids encoded again from decoded text
-
-DEFAULTS: dict[str, list[str]] = {
-    # methods that turn ids into text (a call with a string-literal first argument, like
-    # `data.decode("utf-8")`, is a bytes decode and is skipped)
-    "decode-methods": ["decode", "batch_decode", "convert_tokens_to_string"],
-    # methods that turn text into ids (`encode`) or into a tokenizer output (the others)
-    "encode-methods": ["encode", "encode_plus", "batch_encode_plus", "encode_batch", "batch_encode"],
-    # tokenizers and processors: the objects whose decode/encode methods count (`self.tokenizer.decode`,
-    # `get_tokenizer().encode`), and the callables that tokenize text when called (`tokenizer(text)`)
-    "tokenizer-names": ["*tokenizer*", "*tok", "*processor*"],
-    # processors among them: their apply_chat_template() renders text unless tokenize=True
-    "processor-names": ["processor", "*_processor", "processor_*"],
-    # fields of a tokenizer output that hold ids
-    "ids-fields": ["input_ids", "ids"],
-    # keys/keywords under which ids are sent or stored
-    "ids-keys": ["input_ids", "prompt_token_ids", "token_ids", "tokens", "prompt_ids"],
-    # calls that send what they are given (any argument carrying re-tokenized ids is a sink)
-    "send-calls": ["generate", "async_generate", "post", "send", "submit", "put", "put_nowait"],
-    # calls whose arguments are never a sink (reward models, metrics, logging)
-    # (an encoder or embedder with its own tokenizer, e.g. a diffusion model's text encoder, is another model)
-    "ignore-calls": ["*reward*", "*score*", "*metric*", "*log*", "print", "*wandb*", "*encoder*", "*embed*"],
-}
-
-MESSAGE = (
-    "token ids are decoded to text and the text is encoded again into ids that are {used}: decode -> encode "
-    "does not round-trip (non-canonical ids such as [' tr', 'uly'] come back as [' truly']), so these ids "
-    "drift from the ones the model produced; keep and reuse the original ids"
-)
-
-_ENCODING_ARGS = ("*encoding*", "*charset*", "errors", "codec")
-
-
-class _Spec(FlowSpec):
-    kinds = {DECODED: TEXT, RETOKENIZED_OUTPUT: OBJECT, RETOKENIZED: IDS}
-
-    def __init__(self, opts: dict[str, Any]):
-        self.o = opts
-
-    # ----- sources and transforms ---------------------------------------------------
-    def _tokenizer_receiver(self, site: CallSite) -> bool:
-        return matches(receiver_name(site.node), self.o["tokenizer-names"])
-
-    def _decode_source(self, flow, site: CallSite) -> Value | None:
-        if site.receiver is None or site.receiver.has(DECODED) or not self._tokenizer_receiver(site):
-            return None  # `msgpack.decode(...)`, `raw.decode()`: not a tokenizer
-        pos = site.positional()
-        arg = (
-            pos[0]
-            if pos
-            else next(
-                (site.keyword(k) for k in ("token_ids", "sequences", "ids", "tokens") if site.keyword(k) is not None),
-                None,
-            )
-        )
-        if arg is None:
-            return None  # `raw.decode()`, `raw.decode(errors="ignore")`: bytes
-        node = arg.node.value
-        if string_literal(node) is not None or isinstance(node, cst.FormattedString):
-            return None  # `raw.decode("utf-8")`
-        if isinstance(node, (cst.Name, cst.Attribute)) and matches(
-            node.value if isinstance(node, cst.Name) else node.attr.value, _ENCODING_ARGS
-        ):
-            return None
-        if any(matches(a.keyword, _ENCODING_ARGS) for a in site.args):
-            return None
-        return flow.source(DECODED, site.node, f"ids decoded to text `{site.snippet()}`")
-
-    def _text_in(self, flow, site: CallSite) -> bool:
-        return any(flow.deep(a.value).has(DECODED) for a in site.args)
-
-    def call(self, flow, site: CallSite):
-        if site.resolved:
-            self._call_sinks(flow, site)
-            return None
-        out = None
-        name = site.name
-        if name in self.o["decode-methods"]:
-            out = self._decode_source(flow, site)
-        elif name == "apply_chat_template":
-            if self._text_in(flow, site):
-                tokenize = site.literal("tokenize")
-                processor = matches(receiver_name(site.node), self.o["processor-names"])
-                if tokenize is True or (tokenize is MISSING and not processor):
-                    label = RETOKENIZED_OUTPUT if site.literal("return_dict") is True else RETOKENIZED
-                    out = self._encoded(flow, site, label)
-        elif name in self.o["encode-methods"] and site.receiver is not None and self._tokenizer_receiver(site):
-            if not site.receiver.has(DECODED) and self._text_in(flow, site):  # not `text.encode("utf-8")`
-                out = self._encoded(flow, site, RETOKENIZED if name == "encode" else RETOKENIZED_OUTPUT)
-        elif matches(name, self.o["tokenizer-names"]) and not matches(name, VERB_NAMES) and self._text_in(flow, site):
-            out = self._encoded(flow, site, RETOKENIZED_OUTPUT)
-        self._call_sinks(flow, site)
-        return out
-
-    def _encoded(self, flow, site: CallSite, label: str) -> Value:
-        text = join_deep(flow, site)
-        return flow.derive(text, [DECODED], label, site.node, f"encoded again `{site.snippet()}`")
-
-    def field(self, flow, base, key, node):
-        if key in self.o["ids-fields"] and base.has(RETOKENIZED_OUTPUT):
-            return flow.derive(base, [RETOKENIZED_OUTPUT], RETOKENIZED, node, f"its `{key}`")
-        return None
-
-    # ----- sinks -------------------------------------------------------------------------
-    def _hit(self, flow, node, value: Value, used: str, note: str) -> None:
-        for _, origin, steps in flow.deep(value).find((RETOKENIZED, RETOKENIZED_OUTPUT))[:1]:
-            flow.report(node, MESSAGE.format(used=used), steps, origin, note)
-
-    def store(self, flow, site: StoreSite):
-        if site.path is not None and "." not in site.path and "[" not in site.path:
-            return  # a local variable grows: not stored anywhere yet
-        if site.kind == "item" and site.local_object:
-            return  # a dict being built here: a sink when it is stored, returned or sent
-        shown = site.path or site.attr or "a container"
-        self._hit(flow, site.node, site.value, f"stored in `{shown}`", f"re-tokenized ids stored in `{shown}`")
-
-    def ret(self, flow, site: ReturnSite):
-        name = site.function.rsplit(".", 1)[-1]
-        self._hit(flow, site.node, site.value, f"returned by `{name}()`", "re-tokenized ids returned")
-
-    def _call_sinks(self, flow, site: CallSite):
-        if matches(site.name, self.o["ignore-calls"]) or matches(site.callee, self.o["ignore-calls"]):
-            return
-        send = not site.resolved and matches(site.name, self.o["send-calls"])
-        for a in site.args:
-            if a.keyword in self.o["ids-keys"] and not site.resolved:
-                self._hit(flow, a.node, a.value, f"sent as `{a.keyword}=`", f"sent as `{a.keyword}=`")
-            elif send:
-                self._hit(flow, a.node, a.value, f"sent by `{site.name}()`", f"sent by `{site.name}()`")
-
-    def finish(self, flow):
-        for obj in flow.objects():
-            for key, fe in obj.fields.items():
-                if key in self.o["ids-keys"]:
-                    self._hit(flow, fe.node, fe.value, f"put under `{key}`", f"re-tokenized ids put under `{key}`")
-
-
-def join_deep(flow, site: CallSite) -> Value:
-    out = EMPTY
-    for a in site.args:
-        out = join(out, flow.deep(a.value))
-    return out
-
 
 EXACT_ENGINE = {
     "python/sglang/__init__.py": "",
@@ -203,6 +44,37 @@ EXACT_PATCH = """\
 """
 
 
+def _engine_text_words(text: str, o: dict[str, Any]) -> bool:
+    """Whether the text holds the words an engine-text finding needs besides the call: an
+    output-text field, and a sink of engine text (a rollout field as an attribute, a string
+    key or a keyword; an append helper; a mask name beside a `len(`).  A superset of what
+    `can_fire` asks, found without parsing."""
+    if not any(w in text for w in o["output-text-fields"]):
+        return False
+    fields = o["rollout-fields"]
+    if any(any(ch in p for ch in "*?[") for p in fields):
+        return True
+    if _field_re(tuple(p.rsplit(".", 1)[-1] for p in fields)).search(text) is not None:
+        return True
+    if any(a in text for a in o["append-calls"]):
+        return True
+    return "len" in text and any(all(r in text for r in literal_runs(m)) for m in o["mask-names"])
+
+
+@functools.lru_cache(maxsize=32)
+def _field_re(names: tuple[str, ...]) -> "re.Pattern[str]":
+    """`.name`, `"name"`, `'name'` or `(name=`/`, name=` (an attribute, a string key, a keyword;
+    a local `name = ...` is no sink).  A keyword may follow a line break or a comment."""
+    alts = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
+    return re.compile(rf"(?:[.'\"](?:{alts})(?![\w])|[(,](?:\s|#[^\n]*|\\\n)*(?:{alts})\s*=(?!=))")
+
+
+def _minimal(words: list[str]) -> list[str]:
+    """`words` without those containing another one (a text holding "async_generate" holds "generate")."""
+    uniq = sorted(set(words))
+    return [w for w in uniq if not any(v != w and v in w for v in uniq)]
+
+
 @functools.lru_cache(maxsize=32)
 def _call_re(names: tuple[str, ...]) -> "re.Pattern[str]":
     """`name(` for any of `names`, allowing what Python allows between a callee and its `(`."""
@@ -212,25 +84,53 @@ def _call_re(names: tuple[str, ...]) -> "re.Pattern[str]":
 
 class DecodeRetokenize(Rule):
     """
-    Flags token ids decoded to text and encoded again into ids that are then used as ids.
+    Flags text encoded again into ids that are then used as the model's ids: ids decoded to
+    text, or the engine's own output text.
 
     ## What it does
-    Follows, inside a module, text produced by `.decode(ids)`,
-    `.batch_decode(ids)` or `convert_tokens_to_string(...)` through
-    assignments, f-strings, `+`, `.format()`/`.join()`/string methods, message
-    dicts and lists, returns and calls of functions of the same module, to a
-    place where it is encoded again (`tokenizer.encode(text)`, calling a
-    tokenizer or processor with it, `apply_chat_template(..., tokenize=True)`),
-    and reports where the re-encoded ids are used as ids: stored in an
-    attribute or a container that outlives the function, returned, sent
-    (`input_ids=`, a request dict's `input_ids`, `post(...)`/`generate(...)`).
-    Decoding for logs, metrics, reward functions or string comparisons, and
-    counting re-encoded tokens (`len(tokenizer.encode(text))`), is clean.
-    A bytes decode (`raw.decode("utf-8")`) is not a source.
+    Follows, inside a module, two kinds of text:
+
+    - text made from ids: `.decode(ids)`, `.batch_decode(ids)`,
+      `convert_tokens_to_string(...)` on a tokenizer or processor;
+    - the engine's own output text: a text field (`output-text-fields`:
+      `output["text"]`, `choices[0].message.content`, vLLM's `outputs[0].text`,
+      `.get("text")`) of what an engine or an OpenAI-style API returned
+      (`response-calls`: `post(...)`, `generate(...)`,
+      `client.chat.completions.create(...)`, `acompletion(...)`...), also
+      through indexing, iteration and `.json()`;
+
+    through assignments, f-strings, `+`, slices, `.strip()`/`.replace()` and
+    other string methods, `re.sub()`, message dicts and lists, chat templates
+    rendered to text (`apply_chat_template(..., tokenize=False)`), returns and
+    calls of functions of the same module, to where it is encoded again
+    (`tokenizer.encode(text)`, `tokenizer(text)["input_ids"]`,
+    `apply_chat_template(..., tokenize=True)`).  It reports where the ids are
+    used as the model's ids:
+
+    - decoded text: stored in an attribute or a container that outlives the
+      function, returned, or sent (a request's `input_ids=`, `post(...)`);
+    - both: stored as rollout ids (`rollout-fields`: `sample.tokens`,
+      `response_ids`, `batch["responses"]`, `Output(response_ids=...)`), sized a
+      loss mask or a log-prob list (`loss_mask += [1] * len(ids)`: `mask-names`),
+      or appended by a framework helper (`append-calls`:
+      `sample.append_response_tokens(tokens=ids)`, not with `trainable=False`).
+
+    Clean: decoding or reading the text for logs, metrics, rewards, tool parsing,
+    string comparisons or a length check (`len(tokenizer.encode(text))`); the
+    engine's text in a new prompt sent to the engine; a mask of zeros
+    (observation tokens); a bytes decode (`raw.decode("utf-8")`); ids that only
+    feed a computation (`get_rope_index(input_ids=ids)`); and re-encoding
+    guarded by a check that fails loudly on drift: `assert again == ids`,
+    `if again != ids: raise ...` (or `return`, or `again = ids`), the same on
+    their length, or use only inside `if again == ids:`.
+
+    One flow of the engine's text is reported once, at its last sink.
 
     Options (`[tool.patchaudit.rules.PA103]`): `decode-methods`,
     `encode-methods`, `tokenizer-names`, `processor-names`, `ids-fields`,
-    `ids-keys`, `send-calls`, `ignore-calls`.
+    `ids-keys`, `send-calls`, `ignore-calls`, `response-calls`,
+    `output-text-fields`, `response-parts`, `rollout-fields`, `mask-names`,
+    `append-calls`.
 
     ## Why is this bad?
     `encode(decode(ids))` is not the identity.  A model may generate a valid
@@ -238,7 +138,10 @@ class DecodeRetokenize(Rule):
     re-encoded it is the single canonical token `[" truly"]`.  In RL the
     trainer must see exactly the ids the engine produced: re-tokenized ids
     shift every later position (log-probs, masks, router replay) without an
-    error.
+    error.  The engine's output text is no better: the text of sampled ids
+    re-encoded (often after `.strip()`, a regex or a chat template rendered
+    again) gives other ids than the engine sampled, so the trained ids, their
+    loss mask and the log-probs the engine returned no longer line up.
 
     ## Example
     ```python
@@ -246,28 +149,57 @@ class DecodeRetokenize(Rule):
         history = tokenizer.decode(sample.tokens)
         prompt = history + f"<|im_start|>user\\n{user_text}<|im_end|>\\n"
         sample.tokens = tokenizer.encode(prompt, add_special_tokens=False)
+
+    async def generate(args, sample, url, tokenizer):
+        output = await post(url, {"input_ids": sample.tokens})
+        ids = tokenizer(output["text"].strip())["input_ids"]
+        sample.loss_mask += [1] * len(ids)
     ```
 
     ## Use instead
-    Append the ids of the new text to the ids you already have:
+    Append the ids of the new text to the ids you already have, and train on the
+    ids the engine returned:
     ```python
     def next_turn(sample, tokenizer, user_text):
         turn = f"<|im_start|>user\\n{user_text}<|im_end|>\\n"
         sample.tokens = sample.tokens + tokenizer.encode(turn, add_special_tokens=False)
+
+    async def generate(args, sample, url, tokenizer):
+        output = await post(url, {"input_ids": sample.tokens, "return_logprob": True})
+        ids = [t for _, t, *_ in output["meta_info"]["output_token_logprobs"]]
+        sample.loss_mask += [1] * len(ids)
     ```
 
     ## Incident
     SGLang decoded token-id VLM prompts and re-tokenized them with the HF
     processor (`legacy_load_mm_data`), drifting `[479, 3770]` into `[9149]`;
     sgl-project/sglang#26555 added `SGLANG_MM_AVOID_RETOKENIZE` to keep the
-    caller's ids (seed reports 000, 001, 002).
+    caller's ids; THUDM/slime#2388 is a patch that bypassed it again.  RL rollouts re-encode the engine's text the same
+    way: slime's search-r1 example tokenizes the post-processed `output["text"]`
+    as the trained response when log-probs are off, ROLL's OpenAI proxy
+    tokenizes `choices[0].message.content` into the batch's responses.
     """
 
     code = "PA103"
     name = "decode-retokenize"
     severity = Severity.ERROR
     kinds = frozenset({PYTHON})
-    requires = (("decode",), ("convert_tokens_to_string",))
+    requires = (
+        ("convert_tokens_to_string",),
+        ("decode",),
+        ("completion", "apply_chat_template"),
+        ("completion", "processor"),
+        ("completion", "tok"),
+        ("create", "apply_chat_template"),
+        ("create", "processor"),
+        ("create", "tok"),
+        ("generate", "apply_chat_template"),
+        ("generate", "processor"),
+        ("generate", "tok"),
+        ("post", "apply_chat_template"),
+        ("post", "processor"),
+        ("post", "tok"),
+    )
     options = {k: list(v) for k, v in DEFAULTS.items()}
     METADATA_DEPENDENCIES = (PositionProvider,)
 
@@ -367,6 +299,85 @@ class DecodeRetokenize(Rule):
                 return prompt
             """,
             title="processor chat template renders text (tokenize defaults to False)",
+        ),
+        Example(
+            """\
+            async def generate(args, sample, url, tokenizer):
+                output = await post(url, {"input_ids": sample.tokens, "return_logprob": True})
+                new_ids = [item[1] for item in output["meta_info"]["output_token_logprobs"]]
+                sample.append_response_tokens(args, tokens=new_ids, trainable=True)
+                sample.response += output["text"]
+                reward = score_answer(output["text"].strip())
+                too_long = len(tokenizer.encode(output["text"])) > args.max_len
+                return sample, reward, too_long
+            """,
+            title="engine ids kept; its text stored as text, scored, length-checked",
+        ),
+        Example(
+            """\
+            async def step(args, sample, env, url, tokenizer):
+                output = await post(url, {"input_ids": sample.tokens})
+                sample.append_response_tokens(args, tokens=output["output_ids"], trainable=True)
+                observation = env.step(output["text"])
+                obs_ids = tokenizer(observation, add_special_tokens=False)["input_ids"]
+                sample.loss_mask += [0] * len(obs_ids)
+                sample.append_response_tokens(args, tokens=obs_ids, trainable=False)
+            """,
+            title="the engine's text only parsed by the environment; observation ids masked out",
+        ),
+        Example(
+            """\
+            async def review(url, tokenizer, answer_output):
+                answer = answer_output["text"]
+                output = await post(url, {"text": f"Review this answer: {answer}"})
+                prompt_ids = tokenizer(f"Review this answer: {answer}")["input_ids"]
+                await post(url, {"input_ids": prompt_ids})
+                return output["text"]
+            """,
+            title="another agent's answer in a new prompt sent to the engine",
+        ),
+        Example(
+            """\
+            async def turn(sample, url, tokenizer):
+                output = await post(url, {"input_ids": sample.tokens})
+                again = tokenizer.encode(output["text"], add_special_tokens=False)
+                assert again == output["output_ids"], "re-tokenization drifted"
+                sample.tokens = sample.tokens + again
+            """,
+            title="re-encoding guarded by an assertion against the engine's ids",
+        ),
+        Example(
+            """\
+            async def turn(sample, url, tokenizer):
+                output = await post(url, {"input_ids": sample.tokens})
+                ids = tokenizer.encode(output["text"].strip(), add_special_tokens=False)
+                if ids != output["output_ids"]:
+                    raise RuntimeError("re-tokenized response differs from the sampled ids")
+                sample.response_ids = ids
+            """,
+            title="re-encoding guarded by a check that raises",
+        ),
+        Example(
+            """\
+            def make_text_with_token_count(tokenizer, token_id, count):
+                token_ids = [token_id] * count
+                text = tokenizer.decode(token_ids, skip_special_tokens=False)
+                roundtrip_ids = tokenizer.encode(text, add_special_tokens=False)
+                if len(roundtrip_ids) != count:
+                    raise RuntimeError("changed length after decode/encode")
+                return text, roundtrip_ids
+            """,
+            title="regression (miles bench helper): a round trip checked by a check that raises",
+        ),
+        Example(
+            """\
+            def mm_positions(prompt, tokenizer, get_rope_index):
+                text = tokenizer.decode(prompt)
+                ids = tokenizer.encode(text)
+                positions, delta = get_rope_index(input_ids=ids, image_grid_thw=None)
+                return positions, delta
+            """,
+            title="regression (SGLang MiMo-V2 `get_rope_index(input_ids=...)`): ids only feed a computation",
         ),
     ]
     INVALID = [
@@ -505,59 +516,195 @@ class DecodeRetokenize(Rule):
             line=7,
             title="exact mode: the decode is in a helper outside the hunk",
         ),
+        Example(
+            """\
+            import re
+
+            def postprocess(resp):
+                return re.sub(r"</answer>.*", "</answer>", resp, flags=re.S)
+
+            async def generate(args, sample, url, tokenizer):
+                loss_mask, response_ids = [], []
+                output = await post(url, {"text": sample.prompt, "sampling_params": {}})
+                text = postprocess(output["text"])
+                ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+                response_ids += ids
+                loss_mask += [1] * len(ids)
+                sample.loss_mask = loss_mask
+                return sample
+            """,
+            line=12,
+            contains="their length sizes `loss_mask`",
+            title="slime search-r1 shape: `output['text']` post-processed, encoded, sized by the loss mask",
+        ),
+        Example(
+            """\
+            def generate(self, messages, lm_input):
+                completion = self.client.chat.completions.create(model="m", messages=messages, logprobs=True)
+                response_text = completion.choices[0].message.content
+                responses = self.tokenizer([response_text], return_tensors="pt")
+                lm_input.batch["responses"] = responses["input_ids"]
+                return lm_input
+            """,
+            line=5,
+            contains="engine's output text",
+            title="ROLL OpenAI-proxy shape: `choices[0].message.content` encoded into the batch's responses",
+        ),
+        Example(
+            """\
+            def rollout(llm, prompts, params, tokenizer, sample):
+                outputs = llm.generate(prompts, params)
+                action_text = outputs[0].outputs[0].text.strip()
+                sample.response_ids = tokenizer.encode(action_text, add_special_tokens=False)
+            """,
+            line=4,
+            contains="stored in `sample.response_ids`",
+            title="vLLM shape: `outputs[0].text`, stripped, encoded into the response ids",
+        ),
+        Example(
+            """\
+            def token_delta(tokenizer, messages):
+                prev = tokenizer.apply_chat_template(messages[:-1], tokenize=False)
+                curr = tokenizer.apply_chat_template(messages, tokenize=False)
+                new_ids = tokenizer.encode(curr[len(prev):], add_special_tokens=False)
+                return new_ids, [1] * len(new_ids)
+
+            async def turn(res, url, tokenizer, messages):
+                output = await post(url, {"text": tokenizer.apply_chat_template(messages, tokenize=False)})
+                messages.append({"role": "assistant", "content": output["text"]})
+                ids, mask = token_delta(tokenizer, messages)
+                res.tokens = res.tokens + ids
+            """,
+            line=11,
+            contains="stored in `res.tokens`",
+            title="tau-bench shape: the text in messages, the chat template rendered again, the delta encoded",
+        ),
+        Example(
+            """\
+            async def generate(self, prompts):
+                raw_outputs = await self.client.generate(prompts=prompts)
+                response_ids, loss_masks = [], []
+                for output in raw_outputs:
+                    token_ids = output.get("token_ids", [])
+                    if not token_ids:
+                        token_ids = self.tokenizer.encode(output.get("text", ""), add_special_tokens=False)
+                    response_ids.append(token_ids)
+                    loss_masks.append([1] * len(token_ids))
+                return GeneratorOutput(response_ids=response_ids, loss_masks=loss_masks)
+            """,
+            line=10,
+            contains="passed as `response_ids=`",
+            title="fallback when the engine gave no ids: its text encoded into the response ids",
+        ),
+        Example(
+            """\
+            async def act(args, sample, url, tokenizer):
+                output = await post(url, {"input_ids": sample.tokens})
+                turn = f"{output['text']}<|im_end|>\\n"
+                sample.append_response_tokens(args, tokens=tokenizer.encode(turn), trainable=True)
+            """,
+            line=4,
+            contains="append_response_tokens",
+            title="an f-string around the text, appended by the framework's helper",
+        ),
     ]
 
     @classmethod
     def can_match(cls, text: str, settings: Any = None) -> bool:
         """The pre-filter follows the configured source names (the class `requires` are the defaults').
 
-        A source is a *call* of a decode method, so the name must be followed by `(` (after
-        blanks, comments or line continuations): the word alone ("prefill and decode", a
-        `forward_decode` attribute) cannot fire.  On SGLang 0.5.15 this lets 158 files through
-        instead of 719."""
+        A source is a *call* of a decode method or of an engine (`generate`, `post`,
+        `chat.completions.create`...), so the name must be followed by `(` (after blanks,
+        comments or line continuations): the word alone ("prefill and decode", a
+        `forward_decode` attribute) cannot fire.  An engine call is only a source next to a
+        tokenizer (a word with "tok" or "processor" in it, or `apply_chat_template`)."""
         options = settings.options_for(cls.code) if settings is not None else None
         groups = cls.requires_for(options)
         if not groups:
             return True
         if not any(all(s in text for s in g) for g in groups):
             return False
-        if _call_re(tuple(g[0] for g in groups)).search(text) is None:
-            return False
-        return cls.can_fire(text, {**DEFAULTS, **(options or {})})
+        o = {**DEFAULTS, **(options or {})}
+        if _call_re(tuple(o["decode-methods"])).search(text) is None:
+            if not _engine_text_words(text, o) or _call_re(cls.call_names(o)).search(text) is None:
+                return False
+        return cls.can_fire(text, o)
 
     @staticmethod
     def can_fire(text: str, o: dict[str, Any]) -> bool:
         """Whether the module has both ingredients of a finding (read with `ast`, see
-        patchaudit/analysis/gate.py): a source, a decode-method call on a receiver named like a
-        tokenizer (`_decode_source`), and an encode (`call`: `apply_chat_template`, an
-        encode method on such a receiver, or a call of something named like a tokenizer
-        that is not a verb).  Without both, no value ever carries a re-tokenized label.
-        On SGLang 0.5.15 this leaves 20 of the 163 files the text filter lets through."""
-        if not string_lists(o, ("decode-methods", "encode-methods", "tokenizer-names")):
+        patchaudit/analysis/gate.py): a source and an encode (`call`: `apply_chat_template`,
+        an encode method on a receiver named like a tokenizer, or a call of something named
+        like a tokenizer that is not a verb).  A source is a decode-method call on such a
+        receiver (`_decode_source`), or an engine call (`response-calls`) in a module that
+        also reads an output-text field (`output-text-fields`, a name or a string key) and
+        names a sink of engine text (a rollout field, a mask, an append helper).  Without
+        both, no value ever carries a re-tokenized label."""
+        lists = ("decode-methods", "encode-methods", "tokenizer-names", "response-calls", "output-text-fields")
+        if not string_lists(o, lists + ("rollout-fields", "mask-names", "append-calls")):
             return True
         f = facts(text)
         if f is None:
             return True
         tok, decode, encode = o["tokenizer-names"], o["decode-methods"], o["encode-methods"]
         calls = f.calls
-        if not any(c.name in decode and c.receiver is not None and matches(c.receiver, tok) for c in calls):
-            return False
-        return any(
+        if not any(
             c.name == "apply_chat_template"
             or (c.name in encode and c.receiver is not None and matches(c.receiver, tok))
             or (matches(c.name, tok) and not matches(c.name, VERB_NAMES))
             for c in calls
-        )
+        ):
+            return False
+        if any(c.name in decode and c.receiver is not None and matches(c.receiver, tok) for c in calls):
+            return True
+        resp = o["response-calls"]
+        if not any(matches(c.name, resp) or matches(c.dotted, resp) for c in calls):
+            return False
+        words = f.words()
+        if not any(w in words for w in o["output-text-fields"]):
+            return False
+        fields = o["rollout-fields"]
+        if any(any(ch in p for ch in "*?[") for p in fields) or any(p.rsplit(".", 1)[-1] in words for p in fields):
+            return True
+        if any(matches(c.name, o["append-calls"]) for c in calls):
+            return True
+        tree = pyast.parse(text)
+        return tree is None or may_size_mask(tree, o["mask-names"])
 
     @classmethod
     def requires_for(cls, options: dict[str, Any] | None):
-        methods = (options or {}).get("decode-methods", DEFAULTS["decode-methods"])
-        if not isinstance(methods, list) or not all(isinstance(m, str) and m for m in methods):
-            return ()
-        return tuple((m,) for m in methods)
+        """The byte pre-filter's groups: each decode method alone; each engine call's name
+        with a word every tokenizer name or encode call must contain."""
+        o = {**DEFAULTS, **(options or {})}
+        methods, calls, toks = o["decode-methods"], o["response-calls"], o["tokenizer-names"]
+        for value in (methods, calls, toks):
+            if not isinstance(value, list) or not all(isinstance(m, str) and m for m in value):
+                return ()
+        names = []
+        for pattern in calls:
+            last = pattern.rsplit(".", 1)[-1]
+            if not last or any(ch in last for ch in "*?["):
+                return ()  # an engine call named by a pattern: no word to ask for
+            names.append(last)
+        parts = sorted({max(literal_runs(t), key=len, default="") for t in toks})
+        if "" in parts:
+            return ()  # a tokenizer named by a pure pattern: no word to ask for
+        words = ["apply_chat_template"] + _minimal(parts)
+        groups: list[tuple[str, ...]] = [(m,) for m in _minimal(methods)]
+        for n in _minimal(names):
+            groups.extend((n, w) for w in words)
+        return tuple(groups)
+
+    @staticmethod
+    def call_names(o: dict[str, Any]) -> tuple[str, ...]:
+        """The callee names a source call can have (decode methods, engine calls' last names)."""
+        return tuple(sorted(set(o["decode-methods"]) | {p.rsplit(".", 1)[-1] for p in o["response-calls"]}))
 
     def leave_Module(self, original_node: cst.Module) -> None:
         check_options(self.context.options, DEFAULTS)
-        hits = analyse(original_node, _Spec(self.opts), lambda n: self.get_metadata(PositionProvider, n))
-        for h in hits:
+        position = lambda n: self.get_metadata(PositionProvider, n)  # noqa: E731
+        text = getattr(self.unit, "text", "") or ""
+        spec = RetokenizeSpec(self.opts, original_node, position, VERB_NAMES, text)
+        hits = analyse(original_node, spec, position)
+        for h in one_per_flow(hits):
             self.report(h.node, h.message, trace=h.steps, severity=h.severity)

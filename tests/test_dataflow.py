@@ -504,7 +504,7 @@ def check(tmp_path: Path, files: dict[str, str], select: str, options: dict | No
 
 
 def test_seed_shape_gives_one_pa102_with_the_whole_trace(tmp_path):
-    from patchaudit.rules.pa102_expanded_ids_as_rollout_tokens import SEED_SHAPE
+    from patchaudit.rules._pa102_examples import SEED_SHAPE
 
     res = check(tmp_path, {"rollout.py": SEED_SHAPE}, "PA102")
     assert not res.errors
@@ -529,8 +529,9 @@ def test_bundled_rollout_examples(tmp_path):
     settings = Settings(select=["PA102", "PA103"], cache=False, jobs=1)
     res = run_check([str(repo / "examples" / "rollout")], settings)
     assert not res.errors
-    assert [(Path(f.path).name, f.code) for f in res.findings] == [("geo3k_vlm_multi_turn.py", "PA102")]
-    assert len(res.findings[0].trace) >= 7
+    pa102 = [f for f in res.findings if f.code == "PA102"]   # PA103's findings: tests of PA103
+    assert [Path(f.path).name for f in pa102] == ["geo3k_vlm_multi_turn.py"]
+    assert len(pa102[0].trace) >= 7
 
 
 def test_trace_in_json_and_text_output(tmp_path):
@@ -565,11 +566,13 @@ NEAR_MISSES = [
             n = len(ids)
             ids = tokenizer.encode(sample.prompt)
             sample.tokens = ids
+            return {"input_ids": sample.tokens, "image_data": sample.images}
         """, "    ids = tokenizer.encode(sample.prompt)\n", "    ids = list(ids)\n"),
     ("PA102", """\
         def start(sample, processor):
             ids = processor(text=sample.prompt)["input_ids"][0]
             sample.tokens = list(ids)
+            return {"input_ids": sample.tokens, "image_data": sample.images}
         """, "text=sample.prompt)", "text=sample.prompt, images=sample.images)"),
     ("PA102", """\
         def request(sample, processor, tokenizer):
@@ -585,13 +588,14 @@ NEAR_MISSES = [
     ("PA102", """\
         def log_ids(sample, processor):
             ids = processor(text=sample.prompt, images=sample.images)["input_ids"][0]
-            record = {"tokens": str(ids)}
+            record = {"input_ids": str(ids), "image_data": sample.images}
             return record
         """, "str(ids)", "ids"),
     ("PA102", """\
         def start(sample, get_processor):
             ids = get_processor(text=sample.prompt, images=sample.images)["input_ids"][0]
             sample.tokens = ids
+            return {"input_ids": sample.tokens, "image_data": sample.images}
         """, "= get_processor(", "= hf_processor("),
     ("PA103", """\
         def f(sample, tokenizer):
@@ -650,9 +654,9 @@ def test_configured_options_change_the_pre_filter(tmp_path):
     run = run_check([str(tmp_path)], settings)     # the whole run: triage, pre-filter, rules
     assert not run.errors and [f.line for f in run.findings] == [3]
     rule102 = all_rules()["PA102"]
-    assert rule102.can_match("s.tokens = processor(t)['ids']",
-                             Settings(rule_options={"PA102": {"ids-fields": ["ids"]}}))
-    assert not rule102.can_match("s.tokens = processor(t)['ids']")
+    req = "req = {'prompt_token_ids': processor(t, images=i)['ids'], 'multi_modal_data': d}"
+    assert rule102.can_match(req, Settings(rule_options={"PA102": {"ids-fields": ["ids"]}}))
+    assert not rule102.can_match(req)
 
 
 def test_badly_shaped_options_name_the_option(tmp_path):
@@ -672,7 +676,7 @@ def test_patch_finding_kept_only_when_a_trace_step_is_added(tmp_path):
                  ids = out["input_ids"][0]
             +{changed_line}
                  sample.tokens = list(ids)
-                 return sample
+                 return {{"input_ids": sample.tokens, "image_data": sample.images}}
             """)
 
     res = check(tmp_path / "a", {"p.patch": patch("    logger.info('start')")}, "PA102")
@@ -681,11 +685,11 @@ def test_patch_finding_kept_only_when_a_trace_step_is_added(tmp_path):
     assert not res.errors and len(res.findings) == 1
     f = res.findings[0]
     assert f.target is not None and f.target.path == "rollout.py"
-    assert [s.line for s in f.trace] == [5, 6, 7, 8]     # patch-file lines
+    assert [s.line for s in f.trace] == [5, 6, 7, 8, 9]     # patch-file lines
 
 
 def test_exact_mode_trace_steps_outside_the_patch_point_at_the_engine_file(tmp_path):
-    from patchaudit.rules.pa102_expanded_ids_as_rollout_tokens import EXACT_ENGINE, EXACT_PATCH
+    from patchaudit.rules._pa102_examples import EXACT_ENGINE, EXACT_PATCH
     from patchaudit.config.settings import EngineSpec
     from patchaudit.testing import write_tree
 
@@ -697,8 +701,9 @@ def test_exact_mode_trace_steps_outside_the_patch_point_at_the_engine_file(tmp_p
     assert not res.errors and len(res.findings) == 1
     f = res.findings[0]
     steps = [(Path(s.path).name, s.line) for s in f.trace]
-    # processor call and return in prepare() (engine lines 2-3), then the hunk's lines in the patch
-    assert steps == [("rollout.py", 2), ("rollout.py", 3), ("p.patch", 5), ("p.patch", 7)]
+    # processor call and return in prepare() (engine lines 2-3), then the hunk's lines in the patch,
+    # then the request that reads `sample.tokens` (engine line 17)
+    assert steps == [("rollout.py", 2), ("rollout.py", 3), ("p.patch", 5), ("p.patch", 7), ("rollout.py", 17)]
     assert f.target.path == "python/sglang/srt/rollout.py" and f.target.symbol == "start"
 
 
@@ -723,11 +728,14 @@ def test_pa102_prefilter_is_a_conjunction_that_follows_the_configured_names():
     # the class attribute (read without importing the rule) is what requires_for derives
     assert R.requires == R.requires_for(None)
     assert not R.can_match("ids = tokenizer(text)['input_ids']\n")      # no processor: cannot fire
-    assert R.can_match("sample.tokens = processor(text=t, images=i)['input_ids']\n")
+    # a store into a token field is a carrier, not a sink: a request must be there
+    assert not R.can_match("sample.tokens = processor(text=t, images=i)['input_ids']\n")
+    assert R.can_match("r = {'input_ids': processor(text=t, images=i)['input_ids'], 'image_data': i}\n")
     # the ast gate: a processor without a sink, a sink without a processor, cannot fire
     assert not R.can_match("ids = processor(text=t, images=i)['input_ids']\n")
     assert not R.can_match("sample.tokens = logits_processor(text=t, images=i)['input_ids']\n")
-    assert R.can_match("def f(p: 'AutoProcessor', x):\n    x.tokens = p(text=t, images=i)['input_ids']\n")
+    assert R.can_match("def f(p: 'AutoProcessor', x):\n    x.tokens = p(text=t, images=i)['input_ids']\n"
+                       "    return {'input_ids': x.tokens, 'image_data': i}\n")
     assert R.can_match("p = AutoProcessor.from_pretrained(m)\nreq = {'input_ids': p(t, images=i)['input_ids'], "
                        "'image_data': d}\n")
     assert not R.can_match("p = AutoProcessor.from_pretrained(m)\nreq = {'input_ids': p(t)['input_ids']}\n")

@@ -393,19 +393,26 @@ def test_one_file_run_touches_one_shard_and_concurrent_runs_merge(tmp_path, monk
 
     root = _tree(tmp_path / "tree")
     whole = _run(root, monkeypatch, jobs=1, cache=True)
-    store = next(p for p in (root / ".patchaudit_cache").rglob("*") if p.is_dir() and len(p.name) == 32)
-    before = {p.name: p.stat().st_mtime_ns for p in store.glob("*.pickle")}
+    # every store of the cache (the per-file results, the whole-repository summaries)
+    stores = [p for p in (root / ".patchaudit_cache").rglob("*") if p.is_dir() and len(p.name) == 32]
+
+    def shards():
+        return {(st.name, p.name): p.stat().st_mtime_ns for st in stores for p in st.glob("*.pickle")}
+
+    before = shards()
     assert len(before) > 4
 
     target = root / "gen" / "m03.py"
     target.write_text(target.read_text() + "# edited\n")
     loaded = []
     real_read = pc.ResultCache._read
-    monkeypatch.setattr(pc.ResultCache, "_read", lambda self, n: loaded.append(n) or real_read(self, n))
+    monkeypatch.setattr(
+        pc.ResultCache, "_read", lambda self, n: loaded.append((self.store.name, n)) or real_read(self, n)
+    )
     one = run_check(["gen/m03.py"], Settings(select=["ALL"], jobs=1))
     assert one.parsed == 1 and len(set(loaded)) == 1
-    after = {p.name: p.stat().st_mtime_ns for p in store.glob("*.pickle")}
-    assert sorted(n for n in after if after[n] != before.get(n)) == [f"{loaded[0]:02x}.pickle"]
+    after = shards()
+    assert sorted(k for k in after if after[k] != before.get(k)) == [(loaded[0][0], f"{loaded[0][1]:02x}.pickle")]
     again = _run(root, monkeypatch, jobs=1, cache=True)
     assert again.parsed == 0 and again.cached == again.files
     _same(whole, again)
@@ -605,3 +612,26 @@ def test_cache_works_without_a_home(tmp_path):
                            text=True, check=True).stdout.split() for _ in range(2)]
     assert runs == [["0", "1"], ["1", "1"]]
     assert list((tmp_path / "tmp").glob("patchaudit-*/cache-key"))
+
+
+# --------------------------------------------------------------------------
+# the whole-repository pre-pass (pipeline/repo_index.py): its gate skips no module it needs
+
+REPO_EXAMPLES = [e for e in EXAMPLES if e[0].repository and e[2].files]
+
+
+@pytest.mark.parametrize("rule,invalid,ex", [e[:3] for e in REPO_EXAMPLES], ids=[e[3] for e in REPO_EXAMPLES])
+def test_repository_gate_keeps_every_cross_module_finding(rule, invalid, ex, tmp_path, no_prefilter, monkeypatch):
+    """The multi-module examples with the pre-pass's export gate and the per-file pre-filter
+    (widened by the repository's words) on, and with both off (every module indexed and
+    summarised, every file analysed): the same findings."""
+    work = tmp_path / "w"
+    with_gate, _, errors = run_example(rule, ex, work)
+    assert not errors
+    shutil.rmtree(work)
+    no_prefilter()
+    monkeypatch.setattr(rule, "export_requires", classmethod(lambda cls, options: ()))
+    monkeypatch.setattr(rule, "exports", classmethod(lambda cls, text, settings=None: True))
+    monkeypatch.setattr(rule, "seed", classmethod(lambda cls, text, settings=None: None))
+    without, _, _ = run_example(rule, ex, work)
+    assert _keys(with_gate) == _keys(without)

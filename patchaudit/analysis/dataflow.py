@@ -85,6 +85,7 @@ from patchaudit.analysis.flow_structure import (
     Frame,
     Function,
     Summary,
+    exclusive,
     literal_value,
     path_of,
     receiver_name,
@@ -110,12 +111,22 @@ from patchaudit.analysis.flow_values import (
     Value,
     add_step,
     env_key,
+    first_each,
     join,
     join_all,
     join_env,
     matches,
     path_matches,
     tuple_value,
+)
+from patchaudit.analysis.repo_summaries import (
+    ModuleSummary,
+    ModuleView,
+    RepoView,
+    file_steps,
+    hit_report,
+    repo_view,
+    run_repo,
 )
 
 __all__ = [
@@ -145,6 +156,8 @@ __all__ = [
     "Function",
     "HeapObject",
     "Hit",
+    "ModuleSummary",
+    "ModuleView",
     "ReturnSite",
     "Step",
     "StoreSite",
@@ -152,7 +165,15 @@ __all__ = [
     "Value",
     "add_step",
     "analyse",
+    "file_steps",
+    "hit_report",
+    "repo_view",
+    "run_repo",
+    "RepoView",
+    "summarise",
     "env_key",
+    "first_each",
+    "exclusive",
     "join",
     "join_all",
     "join_env",
@@ -188,7 +209,11 @@ class Flow(Statements, Expressions, Summaries, Builtins):
                 self._changed = True
             self.globals = env
             for fn in self.functions:
-                self._summary(fn, (fn.qualname, (), ()), {}, {}, 1)
+                if self.summary_mode and fn.parent is None and (self.seed is None or fn.qualname in self.seed):
+                    self._tainted = True
+                    self._summary(fn, (fn.qualname, "seeded"), self._seeds(fn), {}, 1)
+                else:
+                    self._summary(fn, (fn.qualname, (), ()), {}, {}, 1)
             budget = MAX_DEFERRED
             while self._deferred and budget > 0:
                 key, (fn, args, subs) = next(iter(self._deferred.items()))
@@ -213,6 +238,28 @@ class Flow(Statements, Expressions, Summaries, Builtins):
         return kept
 
 
-def analyse(module: cst.Module, spec: FlowSpec, position: Callable[[cst.CSTNode], Any]) -> list[Hit]:
-    """Run `spec` over `module`; the hits, one per (sink, source), subsumed ones dropped."""
-    return Flow(module, spec, position).run()
+def analyse(
+    module: cst.Module, spec: FlowSpec, position: Callable[[cst.CSTNode], Any], repo: ModuleView | None = None
+) -> list[Hit]:
+    """Run `spec` over `module`; the hits, one per (sink, source), subsumed ones dropped.
+    With `repo` (the rest of the repository, patchaudit/analysis/repo_summaries.py),
+    calls of other modules' functions and reads of carrier fields use their summaries."""
+    return Flow(module, spec, position, repo).run()
+
+
+def summarise(
+    module: cst.Module,
+    spec: FlowSpec,
+    position: Callable[[cst.CSTNode], Any],
+    path: str,
+    repo: ModuleView | None = None,
+    seed: set[str] | None = None,
+) -> tuple[ModuleSummary, list[Hit]]:
+    """Run `spec` over `module` in summary mode: what it exports to the other modules, and
+    its hits (the flows from its own sources and from what `repo` shows: the findings of
+    the module when `repo` is final).  `seed`: the functions whose parameters are followed
+    (None: all)."""
+    flow = Flow(module, spec, position, repo, summary_mode=True)
+    flow.seed = seed
+    hits = flow.run()
+    return flow.export(path), hits

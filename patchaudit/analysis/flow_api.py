@@ -33,6 +33,7 @@ from patchaudit.analysis.flow_values import (
     join_all,
     line_of,
 )
+from patchaudit.analysis.repo_summaries import FunctionSummary, ModuleView, is_symbolic
 
 # --------------------------------------------------------------------------
 # what rules see
@@ -122,6 +123,8 @@ class FieldEntry:
     node: cst.CSTNode
     at: Any
     none: bool  # every value stored under this key is the literal None
+    #: the branch paths (FlowState.branch) under which the key was set
+    branches: frozenset = frozenset()
 
     @property
     def line(self) -> int:
@@ -242,6 +245,13 @@ class FlowSpec:
     )
     #: methods that add their arguments to the receiver
     mutators: frozenset[str] = frozenset({"append", "extend", "insert", "add", "appendleft", "extendleft"})
+    #: fields (attribute names or patterns) whose stores every module of the repository sees:
+    #: `sample.tokens = ids` here, `post({"input_ids": s.tokens})` elsewhere
+    #: (patchaudit/analysis/repo_summaries.py); flow-insensitive
+    carriers: tuple[str, ...] = ()
+    #: the labels the spec's sinks report: in summary mode every parameter is seeded with a
+    #: symbolic taint of each, so the module's summaries say which parameters reach a sink
+    summary_labels: frozenset[str] = frozenset()
 
     def kind(self, label: str) -> str:
         return self.kinds.get(label, IDS)
@@ -259,6 +269,11 @@ class FlowSpec:
     def call(self, flow: "FlowState", site: CallSite) -> Value | None:
         """Sources, transforms and call sinks: the extra value of a call's result."""
         return None
+
+    def clean(self, flow: "FlowState", site: CallSite) -> bool:
+        """A sanitizer: the call's result carries none of its arguments' taints (a
+        collapse of repeated pad tokens, a check that fails loudly on drift)."""
+        return False
 
     def field(self, flow: "FlowState", base: Value, key: str, node: cst.CSTNode) -> Value | None:
         """`base.key`, `base["key"]`, `base.get("key")`: label transforms."""
@@ -283,8 +298,29 @@ class FlowState:
     call on it, and the heap.  `position(node)` gives a libcst CodeRange
     (PositionProvider metadata)."""
 
-    def __init__(self, module: cst.Module, spec: FlowSpec, position: Callable[[cst.CSTNode], Any]):
+    def __init__(
+        self,
+        module: cst.Module,
+        spec: FlowSpec,
+        position: Callable[[cst.CSTNode], Any],
+        repo: "ModuleView | None" = None,
+        summary_mode: bool = False,
+    ):
         self.module = module
+        #: the rest of the repository, as this module sees it (None: this module alone)
+        self.repo = repo
+        #: seed parameters with symbolic taints and record summaries (repo_summaries.py)
+        self.summary_mode = summary_mode
+        #: summary mode: the functions whose parameters are seeded (None: every function)
+        self.seed: set[str] | None = None
+        #: function qualname -> parameter -> (label, message, steps, severity) of a sink it reaches
+        self.param_sinks: dict[str, dict[str, list[tuple[str, str, tuple[Step, ...], Any]]]] = {}
+        #: carrier field -> the taints stored into it in this module
+        self.carrier_stores: dict[str, Value] = {}
+        #: the arms of the `if` statements around the statement being analysed, in the
+        #: function being analysed: ((id of the If node, arm), ...)
+        self.branch: tuple[tuple[int, int], ...] = ()
+        self._consts: dict[int, Any] = {}
         self.spec = spec
         self._position = position
         self.functions: list[Function] = []
@@ -367,14 +403,57 @@ class FlowState:
     def objects(self) -> Iterator[HeapObject]:
         return iter(sorted(self._heap.values(), key=lambda o: o.id))
 
+    def reachable(self, value: Value) -> list[HeapObject]:
+        """The dicts `value` references, and those their fields reference, recursively."""
+        out: list[HeapObject] = []
+        todo = sorted(value.flat().refs)
+        seen: set[int] = set()
+        while todo and len(out) < 64:
+            ref = todo.pop()
+            if ref in seen:
+                continue
+            seen.add(ref)
+            obj = self._heap[ref]
+            out.append(obj)
+            for fe in obj.fields.values():
+                todo.extend(fe.value.flat().refs)
+        return out
+
     def report(
         self, node: cst.CSTNode, message: str, steps: tuple[Step, ...], origin: Any, note: str, severity: Any = None
     ) -> None:
         line = self.line(node)
+        if is_symbolic(origin):  # a parameter reaches a sink: a summary, not a finding
+            if self.summary_mode:
+                sinks = self.param_sinks.setdefault(origin[1], {}).setdefault(origin[2], [])
+                entry = (origin[3], message, add_step(tuple(steps), line, note), severity)
+                if all(e[1] != message or e[2][-1][0] != line for e in sinks) and len(sinks) < 4:
+                    sinks.append(entry)
+            return
         key = (self.line(node), self._position(node).start.column, origin)
         if key in self._hits:
             return
         self._hits[key] = Hit(node, line, message, add_step(tuple(steps), line, note), origin, severity)
+
+    def carrier_store(self, name: str, value: Value) -> None:
+        """`value` is stored into carrier field `name` (any object's): other modules, and
+        this one's other functions, read it there (FlowSpec.carriers)."""
+        concrete = Value({k: s for k, s in value.flat().t.items() if not is_symbolic(k[1]) and s})
+        if not concrete:
+            return
+        cur = self.carrier_stores.get(name, EMPTY)
+        new = join(cur, concrete)
+        if new.key() != cur.key():
+            self.carrier_stores[name] = new
+            self._changed = True
+
+    def carrier_load(self, name: str) -> Value:
+        """What a read of carrier field `name` sees: the stores of this module and of the
+        repository's other modules."""
+        v = self.carrier_stores.get(name, EMPTY)
+        if self.repo is not None:
+            v = join(v, self.repo.carrier(name))
+        return v
 
     # ----- the heap: dicts built in the module ------------------------------------------
     def _field(self, base: Value, key: str, node: cst.CSTNode) -> Value:
@@ -400,11 +479,15 @@ class FlowState:
             self._heap[ref] = HeapObject(ref, node)
         return ref
 
-    def _set_field(self, ref: int, key: str, v: Value, node: cst.CSTNode, line: "int | At", none: bool) -> None:
+    def _set_field(
+        self, ref: int, key: str, v: Value, node: cst.CSTNode, line: "int | At", none: bool, branch: tuple | None = None
+    ) -> None:
+        if branch is None:
+            branch = self.branch
         obj = self._heap[ref]
         fe = obj.fields.get(key)
         if fe is None:
-            obj.fields[key] = FieldEntry(v, node, line, none)
+            obj.fields[key] = FieldEntry(v, node, line, none, frozenset({branch}))
             if v:
                 self._changed = True
             return
@@ -413,13 +496,16 @@ class FlowState:
             self._changed = True
         fe.value = new
         fe.none = fe.none and none
+        if branch not in fe.branches:
+            fe.branches = fe.branches | {branch}
 
     def _copy_fields(self, ref: int, v: Value, node: cst.CSTNode) -> None:
         for src in sorted(v.flat().refs):
             if src == ref:
                 continue
             for k, fe in list(self._heap[src].fields.items()):
-                self._set_field(ref, k, fe.value, fe.node, fe.at, fe.none)
+                for b in fe.branches or {()}:
+                    self._set_field(ref, k, fe.value, fe.node, fe.at, fe.none, b)
 
     # ----- the parts of the interpreter (defined by the subclasses `Flow` joins) ---------
     def _block(self, body: Any, env: Env, fr: Frame) -> Env:
@@ -472,6 +558,14 @@ class FlowState:
 
     def _invoke(
         self, fn: Function, bound: bool, args: list[Arg], node: cst.Call, line: "int | At", env: Env, fr: Frame
+    ) -> Value:
+        raise NotImplementedError  # flow_summaries
+
+    def _resolve_foreign(self, func: cst.BaseExpression, env: Env, fr: Frame) -> tuple[FunctionSummary, bool] | None:
+        raise NotImplementedError  # flow_summaries
+
+    def _invoke_foreign(
+        self, fs: FunctionSummary, bound: bool, args: list[Arg], node: cst.Call, line: "int | At"
     ) -> Value:
         raise NotImplementedError  # flow_summaries
 

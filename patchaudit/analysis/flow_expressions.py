@@ -24,6 +24,7 @@ from patchaudit.analysis.flow_values import (
     Value,
     join,
     join_all,
+    matches,
     tuple_value,
 )
 from patchaudit.inputs.cst import ANY_CALL, dotted, string_literal
@@ -83,9 +84,15 @@ class Expressions(FlowState):
         if v is not None:
             return v
         base = self._eval(node.value, env, fr)
-        r = self._field(base, node.attr.value, node)
+        attr = node.attr.value
+        r = self._field(base, attr, node)
         if not r:
-            r = self._unknown(node.attr.value, node)
+            r = self._unknown(attr, node)
+        if self.spec.carriers and matches(attr, self.spec.carriers):
+            stored = self.carrier_load(attr)
+            if stored:
+                shown = path_of(node) or attr
+                r = join(r, stored.with_step(self._at(node), f"`{shown}` read here"))
         return r
 
     def _e_subscript(self, node: cst.Subscript, env: Env, fr: Frame) -> Value:
@@ -273,8 +280,11 @@ class Expressions(FlowState):
         args = [Arg(a.keyword.value if a.keyword else None, a.star, self._eval(a.value, env, fr), a) for a in node.args]
         line = self._at(node)
         resolved = self._resolve(func, env, fr)
+        foreign = None
         if resolved is not None:
             result = self._invoke(resolved[0], resolved[1], args, node, line, env, fr)
+        elif self.repo is not None and (foreign := self._resolve_foreign(func, env, fr)) is not None:
+            result = self._invoke_foreign(foreign[0], foreign[1], args, node, line)
         else:
             result = self._builtin(node, name, receiver, receiver_path, args, line, env, fr)
         site = CallSite(
@@ -289,6 +299,8 @@ class Expressions(FlowState):
             resolved is not None,
             self,
         )
+        if result and self.spec.clean(self, site):
+            result = EMPTY
         extra = self.spec.call(self, site)
         if extra:
             result = join(result, extra)

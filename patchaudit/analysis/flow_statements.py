@@ -10,14 +10,16 @@ methods and callers read (`self.x`, stores into parameters).
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 import libcst as cst
 
 from patchaudit.analysis.flow_api import FlowState, ReturnSite, StoreSite
 from patchaudit.analysis.flow_structure import (
+    UNKNOWN,
     Frame,
     block_body,
+    constants,
     is_none,
     path_last,
     path_of,
@@ -27,6 +29,7 @@ from patchaudit.analysis.flow_structure import (
     sub_blocks,
     subscript_key,
     target_paths,
+    truth,
 )
 from patchaudit.analysis.flow_values import (
     ALL_KINDS,
@@ -39,6 +42,7 @@ from patchaudit.analysis.flow_values import (
     env_key,
     join,
     join_env,
+    matches,
 )
 
 
@@ -56,16 +60,7 @@ class Statements(FlowState):
             for small in stmt.body:
                 self._small(small, env, fr)
         elif isinstance(stmt, cst.If):
-            self._eval(stmt.test, env, fr)
-            e1 = self._block(stmt.body, dict(env), fr)
-            if stmt.orelse is None:
-                e2 = env
-            elif isinstance(stmt.orelse, cst.If):
-                e2 = dict(env)
-                self._stmt(stmt.orelse, e2, fr)
-            else:
-                e2 = self._block(stmt.orelse.body, dict(env), fr)
-            replace_env(env, join_env(e1, e2))
+            self._if(stmt, env, fr)
         elif isinstance(stmt, cst.For):
             it = self._eval(stmt.iter, env, fr)
             elem = self._iter_elem(it)
@@ -129,6 +124,58 @@ class Statements(FlowState):
         else:  # unknown compound statement: analyse its blocks in order
             for sub in sub_blocks(stmt):
                 self._block(sub, env, fr)
+
+    def _if(self, stmt: cst.If, env: Env, fr: Frame) -> None:
+        """Both arms, joined; an arm behind a constant test (`if False:`, `DEBUG = False`
+        ... `if DEBUG:`) is dead.  Each arm is analysed under its branch (FlowState.branch)."""
+        self._eval(stmt.test, env, fr)
+        known = self._truth(stmt.test, fr)
+        outer = self.branch
+        try:
+            self.branch = outer + ((id(stmt), 0),)
+            e1 = self._block(stmt.body, dict(env), fr) if known is not False else None
+            self.branch = outer + ((id(stmt), 1),)
+            if known is True:
+                e2 = None
+            elif stmt.orelse is None:
+                e2 = env
+            elif isinstance(stmt.orelse, cst.If):
+                e2 = dict(env)
+                self._stmt(stmt.orelse, e2, fr)
+            else:
+                e2 = self._block(stmt.orelse.body, dict(env), fr)
+        finally:
+            self.branch = outer
+        if e1 is None:
+            replace_env(env, e2 if e2 is not None else env)
+        elif e2 is None:
+            replace_env(env, e1)
+        else:
+            replace_env(env, join_env(e1, e2))
+
+    def _truth(self, test: cst.BaseExpression, fr: Frame) -> bool | None:
+        if not isinstance(test, (cst.Name, cst.UnaryOperation, cst.Integer)):
+            return None
+        return truth(test, lambda name: self._constant(name, fr))
+
+    def _constant(self, name: str, fr: Frame) -> Any:
+        """The literal `name` is bound to once, in the function or the module, else UNKNOWN."""
+        f = fr.fn
+        while f is not None:
+            got = self._consts.get(id(f.node))
+            if got is None:
+                got = self._consts[id(f.node)] = constants(f.node.body, f.params())
+            if name in got.values:
+                return got.values[name]
+            if name in got.bound or name in got.rebound_elsewhere:
+                return UNKNOWN
+            f = f.parent
+        mod = self._consts.get(id(self.module))
+        if mod is None:
+            mod = self._consts[id(self.module)] = constants(self.module)
+        if name in mod.values and name not in mod.rebound_elsewhere:
+            return mod.values[name]
+        return UNKNOWN
 
     def _loop(self, env: Env, once: Callable[[Env], Env], fr: Frame) -> Env:
         rounds = 3 if fr.loops < 2 else 1
@@ -219,7 +266,10 @@ class Statements(FlowState):
         set_path(env, path, new)
         self._remember(path, added, fr)
         if added:
-            self.spec.store(self, StoreSite(node, line, path, path_last(path), "mutate", added, bool(cur.refs)))
+            last = path_last(path)
+            if self.spec.carriers and "." in path and matches(last, self.spec.carriers):
+                self.carrier_store(last, added)
+            self.spec.store(self, StoreSite(node, line, path, last, "mutate", added, bool(cur.refs)))
 
     def _remember(self, path: str, v: Value, fr: Frame) -> None:
         """Record a store for other methods (self.x) and for callers (stores into parameters)."""
@@ -301,4 +351,6 @@ class Statements(FlowState):
         if vs:
             kind = "attr" if isinstance(target, cst.Attribute) else "item"
             attr = target.attr.value if isinstance(target, cst.Attribute) else key
+            if kind == "attr" and self.spec.carriers and matches(attr, self.spec.carriers):
+                self.carrier_store(cast(str, attr), vs)
             self.spec.store(self, StoreSite(target, line, path, attr, kind, vs, bool(base.refs)))

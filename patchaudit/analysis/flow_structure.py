@@ -71,6 +71,20 @@ class Frame:
         self.loops = 0
 
 
+def exclusive(a: frozenset, b: frozenset) -> bool:
+    """Whether two sets of branch paths (FlowState.branch) can never hold together: every
+    path of one takes another arm of some `if` than every path of the other (`if images:
+    payload["image_data"] = ... else: payload["input_ids"] = ...`)."""
+    if not a or not b:
+        return False
+    for pa in a:
+        arms = dict(pa)
+        for pb in b:
+            if not any(arms.get(node, arm) != arm for node, arm in pb):
+                return False
+    return True
+
+
 def path_of(node: cst.CSTNode | None) -> str | None:
     """`a.b["k"].c` -> 'a.b["k"].c'; None for anything that is not a plain access path."""
     if isinstance(node, cst.Name):
@@ -201,3 +215,95 @@ def target_paths(target: cst.BaseExpression) -> list[str]:
 
 def is_none(node: cst.CSTNode | None) -> bool:
     return isinstance(node, cst.Name) and node.value == "None"
+
+
+class _Bindings:
+    """Every binding of a name by a statement of a body (not in nested functions or
+    classes; a walrus inside an expression is not seen)."""
+
+    def __init__(self) -> None:
+        self.count: dict[str, int] = {}
+        self.value: dict[str, Any] = {}
+        self.globals: set[str] = set()
+
+    def bind(self, target: cst.CSTNode, value: Any = UNKNOWN) -> None:
+        if isinstance(target, cst.Name):
+            self.count[target.value] = self.count.get(target.value, 0) + 1
+            self.value[target.value] = value
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for e in target.elements:
+                self.bind(e.value)
+        elif isinstance(target, cst.StarredElement):
+            self.bind(target.value)
+
+    def small(self, node: cst.CSTNode) -> None:
+        if isinstance(node, cst.Assign):
+            v = literal_value(node.value) if len(node.targets) == 1 else UNKNOWN
+            for t in node.targets:
+                self.bind(t.target, v)
+        elif isinstance(node, cst.AnnAssign):
+            self.bind(node.target, literal_value(node.value) if node.value is not None else UNKNOWN)
+        elif isinstance(node, cst.AugAssign):
+            self.bind(node.target)
+        elif isinstance(node, (cst.Global, cst.Nonlocal)):
+            self.globals.update(n.name.value for n in node.names)
+        elif isinstance(node, (cst.Import, cst.ImportFrom)) and not isinstance(node.names, cst.ImportStar):
+            for a in node.names:
+                self.bind(a.asname.name if a.asname else a.name)
+
+    def block(self, stmts: list[cst.CSTNode]) -> None:
+        for stmt in stmts:
+            if isinstance(stmt, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+                for small in stmt.body:
+                    self.small(small)
+            elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+                self.bind(stmt.name)
+            else:
+                if isinstance(stmt, cst.For):
+                    self.bind(stmt.target)
+                elif isinstance(stmt, cst.With):
+                    for item in stmt.items:
+                        if item.asname is not None:
+                            self.bind(item.asname.name)
+                for h in getattr(stmt, "handlers", ()) or ():
+                    if h.name is not None:
+                        self.bind(h.name.name)
+                for sub in sub_blocks(stmt):
+                    self.block(sub)
+
+
+@dataclass
+class Constants:
+    """Names bound exactly once in a body, to a literal (`DEBUG = False`), and the
+    names bound there at all."""
+
+    values: dict[str, Any]
+    bound: set[str]
+    rebound_elsewhere: set[str] = field(default_factory=set)
+
+
+def constants(body: Any, params: list[str] | None = None) -> Constants:
+    v = _Bindings()
+    v.block(list(body.body) if isinstance(body, cst.Module) else block_body(body))
+    bound = set(v.count) | set(params or ())
+    values = {
+        n: v.value[n]
+        for n, c in v.count.items()
+        if c == 1 and n not in (params or ()) and n not in v.globals and v.value[n] in (True, False, None, 0)
+    }
+    return Constants(values, bound, v.globals)
+
+
+def truth(test: cst.BaseExpression, lookup: Any) -> bool | None:
+    """The constant truth of an `if` test (`False`, `0`, `not True`, a name bound once to
+    a literal: `lookup(name)`), or None when it is not constant."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        inner = truth(test.expression, lookup)
+        return None if inner is None else not inner
+    if isinstance(test, cst.Name) and test.value not in ("True", "False", "None"):
+        got = lookup(test.value)
+        return None if got is UNKNOWN else bool(got)
+    lit = literal_value(test)
+    if lit is UNKNOWN or lit is MISSING or isinstance(lit, str):
+        return None
+    return bool(lit)

@@ -26,7 +26,17 @@ from patchaudit.analysis.flow_structure import (
     set_path,
     sub_blocks,
 )
-from patchaudit.analysis.flow_values import EMPTY, MAX_CALL_DEPTH, At, Env, Value, join
+from patchaudit.analysis.flow_values import EMPTY, MAX_CALL_DEPTH, At, Env, Step, Value, add_step, join
+from patchaudit.analysis.repo_summaries import (
+    FunctionSummary,
+    ModuleSummary,
+    Signature,
+    as_value,
+    in_file,
+    is_symbolic,
+    symbolic,
+    taints_of,
+)
 from patchaudit.inputs.cst import ANY_CALL, dotted
 
 
@@ -172,7 +182,7 @@ class Summaries(FlowState):
         self._pass_memo[key] = summ
         return summ
 
-    def _bind(self, fn: Function, bound: bool, args: list[Arg]) -> dict[str, tuple[Value, cst.Arg | None]]:
+    def _bind(self, fn: Function | Signature, bound: bool, args: list[Arg]) -> dict[str, tuple[Value, cst.Arg | None]]:
         positional = list(fn.positional)
         if bound and fn.kind in ("method", "class") and positional:
             positional = positional[1:]
@@ -194,12 +204,12 @@ class Summaries(FlowState):
                     binding[fn.star] = (join(binding.get(fn.star, (EMPTY, None))[0], f), None)
                 i = len(positional)
             elif a.star == "**":
-                for p in positional[i:] + fn.kwonly:
+                for p in positional[i:] + list(fn.kwonly):
                     if p not in binding:
                         v = self._field(a.value, p, a.node) if a.value.refs else EMPTY
                         if v:
                             binding[p] = (v, None)
-            elif a.keyword in positional or a.keyword in fn.kwonly:
+            elif a.keyword is not None and (a.keyword in positional or a.keyword in fn.kwonly):
                 binding[a.keyword] = (a.value, a.node)
             elif fn.starstar:
                 prev = binding.get(fn.starstar, (EMPTY, None))[0]
@@ -243,3 +253,120 @@ class Summaries(FlowState):
                 set_path(env, path, join(env.get(path, EMPTY), v))
                 self._remember(path, v, fr)
         return summ.ret
+
+    # ----- the rest of the repository (patchaudit/analysis/repo_summaries.py) ---------------
+    def _resolve_foreign(self, func: cst.BaseExpression, env: Env, fr: Frame) -> tuple[FunctionSummary, bool] | None:
+        """A function of another module of the repository: an imported name, a module's
+        attribute (`mod.f`, `pkg.mod.f`), or a method of a base class defined elsewhere."""
+        repo = self.repo
+        if repo is None:
+            return None
+        if isinstance(func, cst.Name):
+            if func.value in env or func.value in self.module_functions:
+                return None
+            fs = repo.function(func.value)
+            return (fs, fs.signature.kind == "class") if fs is not None else None
+        if not isinstance(func, cst.Attribute):
+            return None
+        if isinstance(func.value, cst.Name) and func.value.value in ("self", "cls") and fr.cls is not None:
+            if self._method(fr.cls, func.attr.value) is not None:
+                return None
+            for c in self._mro(fr.cls):
+                fs = repo.method(c, func.attr.value)
+                if fs is not None:
+                    return fs, fs.signature.kind != "static"
+            return None
+        p = path_of(func)
+        if p is None or "[" in p or p.split(".")[0] in env:
+            return None
+        fs = repo.function(p)
+        return (fs, fs.signature.kind == "class") if fs is not None else None
+
+    def _invoke_foreign(
+        self, fs: FunctionSummary, bound: bool, args: list[Arg], node: cst.Call, line: "int | At"
+    ) -> Value:
+        """A call of another module's function, by its summary: what it returns whatever
+        its arguments, what its parameters carry to its return, and the sinks they reach
+        inside it (reported here, at the argument, with the trace through the callee)."""
+        where = f"`{fs.name}()` ({fs.path.replace(chr(92), '/').rsplit('/', 1)[-1]})"
+        out = as_value(fs.returns).with_step(line, f"returned by {where}")
+        if not fs.param_returns and not fs.param_sinks:
+            return out
+        for p, (v, anode) in self._bind(fs.signature, bound, args).items():
+            if not v:
+                continue
+            passed = v.with_step(line, f"passed as `{p}` to {where}")
+            for label, out_label, steps in fs.param_returns.get(p, ()):
+                t = {(out_label, o): add_steps(s, steps) for (l, o), s in passed.flat().t.items() if l == label}
+                if t:
+                    out = join(out, Value(t).with_step(line, f"returned by {where}"))
+            for label, message, steps, severity in fs.param_sinks.get(p, ()):
+                for _, origin, s in passed.find(label)[:1]:
+                    self.report(
+                        anode if anode is not None else node,
+                        message,
+                        add_steps(s, steps),
+                        origin,
+                        f"passed as `{p}` to {where}, which sends it on",
+                        severity,
+                    )
+        return out
+
+    def _seeds(self, fn: Function) -> dict[str, Value]:
+        """Summary mode: each parameter of `fn` (not `self`/`cls`) as a symbolic taint of
+        every label the spec's sinks report."""
+        labels = self.spec.summary_labels
+        params = fn.params()
+        if fn.kind in ("method", "class") and fn.positional:
+            params = [p for p in params if p != fn.positional[0]]
+        out: dict[str, Value] = {}
+        for p in params:
+            # line 0: the def's line, looked up only for what is exported (positions are costly)
+            note = f"parameter `{p}` of `{fn.name}()`"
+            out[p] = Value({(l, symbolic(fn.qualname, p, l)): ((0, note),) for l in labels})
+        return out
+
+    def _def_line(self, fn: Function, steps: tuple[Step, ...]) -> tuple[Step, ...]:
+        if steps and steps[0][0] == 0 and type(steps[0][0]) is int:
+            return ((self.line(fn.node.name), steps[0][1]),) + steps[1:]
+        return steps
+
+    def export(self, path: str) -> ModuleSummary:
+        """Summary mode, after the fixed point: what this module shows the others."""
+        out = ModuleSummary(path)
+        for fn in self.functions:
+            if fn.parent is not None:
+                continue  # nested functions are not reachable from other modules
+            seeded = self._summaries.get((fn.qualname, "seeded")) or self._summaries.get((fn.qualname, (), ()))
+            ret = seeded.ret if seeded is not None else EMPTY
+            returns = taints_of(ret, path, concrete=True)
+            param_returns: dict[str, list[tuple[str, str, tuple[Step, ...]]]] = {}
+            for (label, origin), steps in ret.flat().t.items():
+                if is_symbolic(origin) and origin[1] == fn.qualname:
+                    steps = in_file(self._def_line(fn, steps), path)
+                    param_returns.setdefault(origin[2], []).append((origin[3], label, steps))
+            sinks = {
+                p: tuple((l, m, in_file(self._def_line(fn, st), path), sev) for l, m, st, sev in entries)
+                for p, entries in self.param_sinks.get(fn.qualname, {}).items()
+            }
+            fs = FunctionSummary(
+                fn.name,
+                path,
+                Signature(tuple(fn.positional), tuple(fn.kwonly), fn.star, fn.starstar, fn.kind),
+                returns,
+                {p: tuple(sorted(v, key=lambda e: e[:2])[:4]) for p, v in param_returns.items()},
+                sinks,
+            )
+            if not fs.empty():
+                out.functions[fn.qualname] = fs
+        for name, v in self.carrier_stores.items():
+            taints = taints_of(v, path)
+            if taints:
+                out.carriers[name] = taints
+        return out
+
+
+def add_steps(steps: tuple[Step, ...], more: tuple[Step, ...]) -> tuple[Step, ...]:
+    for line, note in more:
+        steps = add_step(steps, line, note)
+    return steps

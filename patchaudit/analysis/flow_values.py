@@ -12,17 +12,44 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from typing import Any, Callable, Iterable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol
 
-import libcst as cst
+if TYPE_CHECKING:  # annotations only: the values are unpickled from the cache without libcst
+    import libcst as cst
 
 IDS, TEXT, OBJECT = "ids", "text", "object"
 ALL_KINDS = frozenset({IDS, TEXT, OBJECT})
 SEQ_KINDS = frozenset({IDS, TEXT})
 STR_KINDS = frozenset({TEXT})
 
-#: a trace step: (line in the unit, note)
+#: a trace step: (line in the unit, note); a step in another module of the repository has a
+#: `FileLine` (an int that knows its file) for its line
 Step = tuple[int, str]
+
+
+class FileLine(int):
+    """A line of another module of the repository (whole-repository summaries,
+    patchaudit/analysis/repo_summaries.py): an int, so every consumer of a step's line
+    still works, that also names its file."""
+
+    path: str
+
+    def __new__(cls, line: int, path: str) -> "FileLine":
+        obj = super().__new__(cls, line)
+        obj.path = path
+        return obj
+
+    def __reduce__(self):
+        return (FileLine, (int(self), self.path))
+
+    def __repr__(self) -> str:  # pragma: no cover - debugging aid
+        return f"{self.path}:{int(self)}"
+
+
+def step_path(line: int) -> str | None:
+    """The file of a step's line: None for a line of the module being analysed."""
+    return line.path if type(line) is FileLine else None
+
 
 MAX_STEPS = 64
 MAX_PASSES = 8
@@ -128,7 +155,9 @@ class Value:
     def with_step(self, line: "int | At", note: str) -> "Value":
         if not self:
             return self
-        t = {k: add_step(s, line, note) for k, s in self.t.items()}
+        # a parameter's symbolic taint keeps its one step (summary mode: its trace inside the
+        # function is the parameter and the sink; positions are costly)
+        t = {k: s if is_symbolic(k[1]) else add_step(s, line, note) for k, s in self.t.items()}
         elems = tuple(e.with_step(line, note) for e in self.elems) if self.elems is not None else None
         return Value(t, elems, self.refs)
 
@@ -149,6 +178,26 @@ class Value:
 
 EMPTY = Value()
 
+#: the first element of a symbolic origin (patchaudit/analysis/repo_summaries.py):
+#: (PARAM, function qualname, parameter, label)
+PARAM = "\0param"
+
+
+def is_symbolic(origin: Any) -> bool:
+    """A parameter's symbolic taint (summary mode), not a flow from a source."""
+    return isinstance(origin, tuple) and len(origin) == 4 and origin[0] == PARAM
+
+
+def first_each(found: list[tuple[str, Any, tuple[Step, ...]]]) -> list[tuple[str, Any, tuple[Step, ...]]]:
+    """Of `Value.find`'s taints, the first from a source and the first from a parameter (a
+    sink reports both: the finding, and the summary that a parameter reaches it)."""
+    out = []
+    for want in (False, True):
+        got = next((t for t in found if is_symbolic(t[1]) == want), None)
+        if got is not None:
+            out.append(got)
+    return out
+
 
 def add_step(steps: tuple[Step, ...], line: "int | At", note: str) -> tuple[Step, ...]:
     """Append a step; a step on the same line as the last one is merged into it.
@@ -157,7 +206,7 @@ def add_step(steps: tuple[Step, ...], line: "int | At", note: str) -> tuple[Step
         return steps
     if not isinstance(line, int):
         line = line.line
-    if steps and steps[-1][0] == line:
+    if steps and steps[-1][0] == line and step_path(steps[-1][0]) == step_path(line):
         last = steps[-1][1]
         if note in last:
             return steps

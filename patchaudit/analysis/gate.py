@@ -162,7 +162,7 @@ def facts(text: str) -> Facts | None:
     """The module's facts, or None when `ast` cannot read it (the gate then lets it through)."""
     if text in _CACHE:
         return _CACHE[text]
-    tree = pyast.parse(text)
+    tree = parse(text)
     try:
         got: Facts | None = Facts(text, tree) if tree is not None else None
     except RecursionError:
@@ -195,3 +195,85 @@ def some_word_may_match(words: set[str], patterns: list[str]) -> bool:
 
 def string_lists(options: dict[str, Any], keys: Iterable[str]) -> bool:
     return all(isinstance(options.get(k), list) and all(isinstance(v, str) for v in options[k]) for k in keys)
+
+
+class FunctionFacts:
+    """What one top-level function or method names (`functions`)."""
+
+    __slots__ = ("qualname", "words", "calls", "returns", "stores")
+
+    def __init__(self, qualname: str):
+        self.qualname = qualname
+        self.words: set[str] = set()  # names, attributes, keywords, string constants
+        self.calls: list[tuple[Call, bool]] = []  # (call, has arguments)
+        self.returns = False  # a `return <value>` or a `yield`
+        self.stores: set[str] = set()  # attributes stored into, keywords passed
+
+
+def functions(text: str) -> list[FunctionFacts] | None:
+    """The module's top-level functions and methods with what they name (the whole-repository
+    pre-pass decides from these which modules export a summary); None when `ast` cannot
+    read the text."""
+    if text in _FUNCTIONS:
+        return _FUNCTIONS[text]
+    tree = parse(text)
+    if tree is None:
+        return None
+    out: list[FunctionFacts] = []
+    try:
+        for stmt in tree.body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                out.append(_function_facts(stmt.name, stmt))
+            elif isinstance(stmt, ast.ClassDef):
+                for m in stmt.body:
+                    if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        out.append(_function_facts(f"{stmt.name}.{m.name}", m))
+    except RecursionError:
+        return None
+    if len(_FUNCTIONS) >= _CACHE_SIZE:
+        _FUNCTIONS.pop(next(iter(_FUNCTIONS)))
+    _FUNCTIONS[text] = out
+    return out
+
+
+_FUNCTIONS: dict[str, list[FunctionFacts]] = {}
+_TREES: dict[str, "ast.Module | None"] = {}
+
+
+def parse(text: str) -> "ast.Module | None":
+    """`pyast.parse`, remembered for the last few texts (the gate, the pre-pass's facts and
+    index ask about the same text in turn)."""
+    if text in _TREES:
+        return _TREES[text]
+    tree = pyast.parse(text)
+    if len(_TREES) >= _CACHE_SIZE:
+        _TREES.pop(next(iter(_TREES)))
+    _TREES[text] = tree
+    return tree
+
+
+def _function_facts(qualname: str, fn: ast.AST) -> FunctionFacts:
+    ff = FunctionFacts(qualname)
+    words = ff.words
+    for node in ast.walk(fn):
+        t = type(node)
+        if t is ast.Name:
+            words.add(node.id)  # type: ignore[attr-defined]
+        elif t is ast.Attribute:
+            words.add(node.attr)  # type: ignore[attr-defined]
+            if isinstance(node.ctx, ast.Store):  # type: ignore[attr-defined]
+                ff.stores.add(node.attr)  # type: ignore[attr-defined]
+        elif t is ast.Call:
+            ff.calls.append((_call(node), bool(node.args or node.keywords)))  # type: ignore[arg-type,attr-defined]
+        elif t is ast.keyword:
+            if node.arg:  # type: ignore[attr-defined]
+                words.add(node.arg)  # type: ignore[attr-defined]
+                ff.stores.add(node.arg)  # type: ignore[attr-defined]
+        elif t is ast.arg:
+            words.add(node.arg)  # type: ignore[attr-defined]
+        elif t is ast.Constant:
+            if isinstance(node.value, str):  # type: ignore[attr-defined]
+                words.add(node.value)  # type: ignore[attr-defined]
+        elif (t is ast.Return and node.value is not None) or t in (ast.Yield, ast.YieldFrom):  # type: ignore[attr-defined]
+            ff.returns = True
+    return ff

@@ -45,7 +45,7 @@ if TYPE_CHECKING:  # pragma: no cover
 PYTHON, TEXT, PATCH = "python", "text", "patch"
 
 #: the class attributes the index reads
-FIELDS = ("code", "name", "kinds", "needs", "requires", "default_enabled")
+FIELDS = ("code", "name", "kinds", "needs", "requires", "default_enabled", "repository")
 #: methods whose presence changes how the runner treats a rule
 METHODS = ("can_match", "check_patch_set")
 #: characters that end a line for str.splitlines(): a required string holding one
@@ -69,6 +69,7 @@ class RuleMeta:
     default_enabled: bool = True
     custom_filter: bool = False  # the class overrides can_match: ask the real class
     patch_set: bool = False  # the class has check_patch_set (whole-run rule)
+    repository: bool = False  # the class takes part in the whole-repository pre-pass
     static: bool = True  # read from the source (False: from the imported class)
     requires_bytes: tuple[tuple[bytes, ...], ...] = field(default=(), compare=False, repr=False)
 
@@ -110,6 +111,7 @@ class RuleMeta:
             # bound classmethods: compare the functions (mypy types a classmethod as a plain callable)
             custom_filter=rule.can_match.__func__ is not Rule.can_match.__func__,  # type: ignore[attr-defined]
             patch_set=rule.sees_patch_set(),
+            repository=bool(rule.repository),
             static=False,
         )
 
@@ -242,6 +244,8 @@ def _normalise(attrs: dict[str, Any]) -> dict[str, Any]:
         raise Unknown("code")
     if not isinstance(out["default_enabled"], bool):
         raise Unknown("default_enabled")
+    if not isinstance(out["repository"], bool):
+        raise Unknown("repository")
     return out
 
 
@@ -354,6 +358,7 @@ def read_module(index: _SourceIndex, modname: str, base_defaults: dict[str, Any]
                 default_enabled=a["default_enabled"],
                 custom_filter="can_match" in info.methods,
                 patch_set="check_patch_set" in info.methods,
+                repository=a["repository"],
             )
         )
     if len({m.code for m in out}) != len(out):
@@ -441,6 +446,17 @@ _INDEX: dict[str, RuleMeta] | None = None
 
 
 def rule_index(cache_root: str | None = None) -> dict[str, RuleMeta]:
+    """Every rule of the pack and the run's local rules (`extend-rules`,
+    patchaudit/config/local_rules.py), by code."""
+    from patchaudit.config.local_rules import LOCAL
+
+    index = pack_index(cache_root)
+    if not LOCAL:
+        return index
+    return dict(sorted({**index, **{c: RuleMeta.from_class(r) for c, r in LOCAL.items()}}.items()))
+
+
+def pack_index(cache_root: str | None = None) -> dict[str, RuleMeta]:
     """Every rule of the pack, by code: from memory, a disk cache or the sources.
 
     The index depends only on the rule pack's sources (their stamp is its key), not
@@ -530,6 +546,14 @@ _REGISTRY: dict[str, type[Rule]] | None = None
 
 
 def all_rules() -> dict[str, type[Rule]]:
+    """Every rule of the built-in pack and the run's local rules (`extend-rules`), by code (sorted)."""
+    from patchaudit.config.local_rules import LOCAL
+
+    pack = pack_rules()
+    return dict(sorted({**pack, **LOCAL}.items())) if LOCAL else pack
+
+
+def pack_rules() -> dict[str, type[Rule]]:
     """Every rule of the built-in pack, by code (sorted)."""
     global _REGISTRY
     if _REGISTRY is None:

@@ -245,7 +245,7 @@ def index_module(path: str, text: str, module: str | None = None, tree: ast.Modu
             [b for b in (dotted(x, THROUGH) for x in node.bases) if b],
         )
         idx.classes[q] = ci
-        for stmt in _flat(node.body):
+        for stmt in flat_statements(node.body):
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 # a later definition (e.g. a property setter) wins, as at run time
                 ci.methods[stmt.name] = func(stmt, q)
@@ -257,7 +257,7 @@ def index_module(path: str, text: str, module: str | None = None, tree: ast.Modu
                     if isinstance(t, ast.Name):
                         ci.attributes.add(t.id)
 
-    for stmt in _flat(tree.body):
+    for stmt in flat_statements(tree.body):
         if isinstance(stmt, ast.ClassDef):
             visit_class(stmt, "")
         elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -287,17 +287,17 @@ def index_module(path: str, text: str, module: str | None = None, tree: ast.Modu
     return idx
 
 
-def _flat(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+def flat_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
     """Statements of a body, looking into if/try blocks (version-dependent definitions)."""
     for stmt in body:
         if isinstance(stmt, ast.If):
-            yield from _flat(stmt.body)
-            yield from _flat(stmt.orelse)
+            yield from flat_statements(stmt.body)
+            yield from flat_statements(stmt.orelse)
         elif isinstance(stmt, ast.Try):
-            yield from _flat(stmt.body)
+            yield from flat_statements(stmt.body)
             for h in stmt.handlers:
-                yield from _flat(h.body)
-            yield from _flat(stmt.orelse)
-            yield from _flat(stmt.finalbody)
+                yield from flat_statements(h.body)
+            yield from flat_statements(stmt.orelse)
+            yield from flat_statements(stmt.finalbody)
         else:
             yield stmt

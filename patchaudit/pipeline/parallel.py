@@ -346,7 +346,10 @@ class _Scan:
         until there is enough heavy work for a pool, or handed to the pool)."""
         data = _read(src.path, self.settings)
         if data is not None:
-            d = self.digests[i] = _digest(data) if self.cache is not None else None
+            d = None
+            if self.cache is not None:  # the content and what it sees of the repository's summaries
+                d = _digest(data) + _repo_key(self.settings, src, data)
+            self.digests[i] = d
             if self.cache is not None:
                 hit = self.cache.get(src.path, src.kind, d)
                 if hit is not None:
@@ -463,6 +466,15 @@ def _eager_pool(files: list, jobs: int, cache, triage: Triage, metas: list) -> b
     if cache is not None and not cache.cold():
         return False
     return any(triage.runnable(m) and ("python" in m.kinds or "patch" in m.kinds) for m in metas)
+
+
+def _repo_key(settings, src, data: bytes) -> bytes:
+    """What a Python file sees of the repository's summaries (pipeline/repo_index.py)."""
+    if src.kind != "python" or not getattr(settings, "repo", None):
+        return b""
+    from patchaudit.pipeline.repo_index import file_key
+
+    return file_key(settings, src.path, data)
 
 
 def _digest(data: bytes) -> bytes:

@@ -56,8 +56,9 @@ def run_python_rules(
         for r in rules
         if K_PYTHON in r.kinds and needs_met(r, engine=engine, tokenizer=tokenizer) and r.can_match(unit.text, settings)
     ]
+    out_pre = _precomputed(unit, active, settings)  # takes out the rules it answers for
     if not active:
-        return []
+        return out_pre
     # libcst costs ~600 bytes of memory a byte and ~0.7 MB/s: a text over the parse budget
     # is reported and never parsed (patchaudit/inputs/pyast.py; can_match did not parse it)
     if _too_large(unit, settings, result):
@@ -125,6 +126,23 @@ def run_python_rules(
             if inst.crash is not None:
                 result.errors.append(FileError(unit.path, f"rule {inst.code} crashed: {inst.crash!r}", unit_line(unit)))
             out.extend(_to_findings(unit, type(inst), inst.reports))
+    return out_pre + out
+
+
+def _precomputed(unit, active: list, settings: Settings) -> list[Finding]:
+    """The findings of the `repository` rules the whole-repository pre-pass already made on
+    this module (pipeline/repo_index.py); those rules are taken out of `active`."""
+    out: list[Finding] = []
+    if not getattr(settings, "repo", None) or unit.mode != "file":
+        return out
+    from patchaudit.analysis.repo_summaries import run_repo
+
+    for r in [r for r in active if r.repository]:
+        repo = run_repo(settings, r.code)
+        reports = repo.precomputed(unit.path, unit.text) if repo is not None else None
+        if reports is not None:
+            active.remove(r)
+            out.extend(_to_findings(unit, r, reports))
     return out
 
 
@@ -213,10 +231,33 @@ def _parse_unit(unit, rules: list[type[Rule]], cst, keep: bool = True) -> Any:
 def _to_findings(unit, rule: type[Rule], reports: Iterable[Report]) -> list[Finding]:
     out = []
     for rep in reports:
+        # a step in another file of the repository (whole-repository dataflow) is (line, note, path)
+        far = {i: s for i, s in enumerate(rep.trace) if len(s) == 3}
+        if far:
+            import dataclasses
+
+            rep = dataclasses.replace(rep, trace=tuple(s[:2] for s in rep.trace))
         f = unit.to_finding(rule, rep)
         if f is not None:
+            if far and len(f.trace) == len(rep.trace):
+                f.trace = [_far_step(far[i], f.path) if i in far else t for i, t in enumerate(f.trace)]
             out.append(f)
     return out
+
+
+def _far_step(step: tuple, shown_as: str):
+    """A trace step of another file, its path shown as the finding's is (relative or not)."""
+    import os
+
+    from patchaudit.model.findings import TraceStep
+
+    line, note, path = step
+    if not os.path.isabs(shown_as):
+        try:
+            path = os.path.relpath(path)
+        except ValueError:  # another drive (Windows)
+            pass
+    return TraceStep(path, int(line), note)
 
 
 def run_unit_rules(

@@ -1,0 +1,331 @@
+"""Whole-repository dataflow: what one module's analysis exports to the others.
+
+Pure (no I/O).  The interpreter of patchaudit/analysis/dataflow.py analyses one
+module; run in *summary mode* it also records, for every function and method of
+the module, a `FunctionSummary`:
+
+- `returns`: the taints its return value carries whatever its arguments (a
+  source inside it: `processor(...)["input_ids"]` returned by a dataset helper);
+- `param_returns`: which parameters reach its return value, and with which
+  label (a helper `def to_ids(x): return list(x)`), with the steps inside it;
+- `param_sinks`: which parameters reach one of the spec's sinks inside it
+  (`def build_payload(ids, images): return post({"input_ids": ids, "image_data":
+  images})`): the finding the spec would make, with the steps inside it.
+
+Parameters are followed by seeding each (but `self`/`cls`) with a *symbolic*
+taint of every label in `FlowSpec.summary_labels`, whose origin names the
+function and the parameter (`symbolic`); a report or a return of such a taint is
+a summary, never a finding.  Calls between the module's own functions are
+analysed in context as before, so a parameter reaching a sink through a local
+helper is part of the summary too.
+
+And the module's *carriers*: the taints stored into a field named in
+`FlowSpec.carriers` (`sample.tokens = ...`, flow-insensitively), which a read of
+that field in any module of the repository sees (`ModuleView.carrier`).
+
+`RepoView` joins the `ModuleSummary` of every indexed module with the index
+(patchaudit/analysis/repo_index.py), and `ModuleView` is what the interpreter
+of one module asks: the summary of a function an imported name, a module
+attribute or an inherited method (`self.helper()` defined on a base class in
+another module) resolves to, and the carriers.  The pipeline computes the
+summaries to a fixed point over the repository (patchaudit/pipeline/repo_index.py).
+
+Steps recorded in another module keep their file: their line is a `FileLine`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+from dataclasses import dataclass, field
+from typing import Any
+
+from patchaudit.analysis.flow_values import PARAM, FileLine, Step, Value, is_symbolic, join
+from patchaudit.analysis.repo_index import RepoIndex, Symbol
+from patchaudit.model.findings import Report
+
+Taint = tuple[str, Any, tuple[Step, ...]]  # (label, origin, steps)
+
+
+def symbolic(qualname: str, param: str, label: str) -> tuple:
+    return (PARAM, qualname, param, label)
+
+
+@dataclass(frozen=True)
+class Signature:
+    """A function's parameters, as `flow_summaries.Summaries._bind` reads them."""
+
+    positional: tuple[str, ...]
+    kwonly: tuple[str, ...]
+    star: str | None
+    starstar: str | None
+    kind: str  # function | method | static | class
+
+
+@dataclass
+class FunctionSummary:
+    name: str
+    path: str
+    signature: Signature
+    returns: tuple[Taint, ...] = ()
+    #: parameter -> (label it takes, label it returns, steps inside the function)
+    param_returns: dict[str, tuple[tuple[str, str, tuple[Step, ...]], ...]] = field(default_factory=dict)
+    #: parameter -> (label, message, steps inside the function, severity)
+    param_sinks: dict[str, tuple[tuple[str, str, tuple[Step, ...], Any], ...]] = field(default_factory=dict)
+
+    def empty(self) -> bool:
+        return not self.returns and not self.param_returns and not self.param_sinks
+
+
+@dataclass
+class ModuleSummary:
+    path: str
+    functions: dict[str, FunctionSummary] = field(default_factory=dict)
+    carriers: dict[str, tuple[Taint, ...]] = field(default_factory=dict)
+
+    def key(self) -> bytes:
+        """A digest of what other modules can see of this one (labels, origins, kept
+        parameters; not the trace texts)."""
+        h = hashlib.blake2b(digest_size=16)
+        for q in sorted(self.functions):
+            f = self.functions[q]
+            h.update(
+                repr((q, [(l, o) for l, o, _ in f.returns], sorted(f.param_returns), sorted(f.param_sinks))).encode()
+            )
+            h.update(pickle.dumps((f.param_returns, f.param_sinks), protocol=4))
+        for c in sorted(self.carriers):
+            h.update(repr((c, sorted((l, repr(o)) for l, o, _ in self.carriers[c]))).encode())
+        return h.digest()
+
+
+def in_file(steps: tuple[Step, ...], path: str) -> tuple[Step, ...]:
+    """The steps with every line of this module made a `FileLine` of `path`."""
+    return tuple((l if type(l) is FileLine else FileLine(l, path), n) for l, n in steps)
+
+
+def taints_of(value: Value, path: str, concrete: bool = True) -> tuple[Taint, ...]:
+    """The concrete (or only the symbolic) taints of `value`, their steps in `path`."""
+    out = []
+    for (label, origin), steps in value.flat().t.items():
+        if is_symbolic(origin) != concrete and steps:
+            out.append((label, origin, in_file(steps, path)))
+    out.sort(key=lambda t: (t[0], repr(t[1])))
+    return tuple(out)
+
+
+def as_value(taints: tuple[Taint, ...]) -> Value:
+    return Value({(l, o): s for l, o, s in taints})
+
+
+class RepoView:
+    """The summaries of a repository's modules with its index."""
+
+    def __init__(self, index: RepoIndex, summaries: dict[str, ModuleSummary] | None = None, root: str = ""):
+        self.index = index
+        self.root = root
+        self.summaries: dict[str, ModuleSummary] = summaries or {}
+        self._carriers: dict[str, Value] | None = None
+        #: module -> (digest of its text, the rule's reports on it): modules whose summary
+        #: was computed under the final view need no second analysis (`precomputed`)
+        self.reports: dict[str, tuple[bytes, list[Report]]] = {}
+        self._needles: dict[str, list[str]] | None = None
+        self._sources: list[str] | None = None
+
+    def put(self, summary: ModuleSummary) -> None:
+        self.summaries[summary.path] = summary
+        self._carriers = None
+        self._needles = None
+        self._sources = None
+
+    def carriers(self) -> dict[str, Value]:
+        if self._carriers is None:
+            out: dict[str, Value] = {}
+            for s in self.summaries.values():
+                for name, taints in s.carriers.items():
+                    out[name] = join(out.get(name, Value()), as_value(taints))
+            self._carriers = out
+        return self._carriers
+
+    def sources(self) -> list[str]:
+        """The words through which a module without a source of its own can get a taint: the
+        last name of every function whose return carries one whatever its arguments, and
+        every carrier field that holds one."""
+        if self._sources is None:
+            out: set[str] = set()
+            for s in self.summaries.values():
+                out.update(q.rsplit(".", 1)[-1] for q, f in s.functions.items() if f.returns)
+                out.update(c for c, t in s.carriers.items() if t)
+            self._sources = sorted(out)
+        return self._sources
+
+    def sinks(self) -> list[str]:
+        """The last name of every function whose parameters reach a sink."""
+        return sorted(
+            {q.rsplit(".", 1)[-1] for s in self.summaries.values() for q, f in s.functions.items() if f.param_sinks}
+        )
+
+    def needles(self) -> dict[str, list[str]]:
+        """The words a module must hold to see anything of the others (the last name of
+        every function with a summary, every carrier field with a taint) -> the modules
+        that export under that word."""
+        if self._needles is None:
+            out: dict[str, set[str]] = {}
+            for path, s in self.summaries.items():
+                for q in s.functions:
+                    out.setdefault(q.rsplit(".", 1)[-1], set()).add(path)
+                for c in s.carriers:
+                    out.setdefault(c, set()).add(path)
+            self._needles = {k: sorted(v) for k, v in sorted(out.items())}
+        return self._needles
+
+    def text_key(self, data: bytes | str) -> bytes:
+        """What a module with this content can see of the others, as a digest (for the
+        per-file result cache): the summaries of the modules exporting a word it holds."""
+        h = hashlib.blake2b(digest_size=16)
+        raw = data.encode("utf-8", "surrogateescape") if isinstance(data, str) else data
+        for word, paths in self.needles().items():
+            if word.encode("utf-8", "surrogateescape") in raw:
+                h.update(word.encode("utf-8", "surrogateescape"))
+                for p in paths:
+                    h.update(self.summaries[p].key())
+        return h.digest()
+
+    def function(self, sym: Symbol | None) -> FunctionSummary | None:
+        if sym is None:
+            return None
+        s = self.summaries.get(sym[0])
+        return s.functions.get(sym[1]) if s is not None else None
+
+    def precomputed(self, path: str, text: str) -> list[Report] | None:
+        """The rule's reports on module `path` with this text, if the pre-pass made them."""
+        got = self.reports.get(norm_path(path))
+        if got is None or got[0] != text_digest(text):
+            return None
+        return got[1]
+
+    def view(self, path: str) -> "ModuleView | None":
+        key = norm_path(path)
+        return ModuleView(self, key) if key in self.index.facts else None
+
+    def dependency_key(self, path: str, words: set[str] | None = None) -> bytes:
+        """A digest of everything module `path` can see of the others: the summaries of
+        the modules it imports (and of its classes' bases' modules) and the carriers it
+        may read (those named in `words`, when given)."""
+        h = hashlib.blake2b(digest_size=16)
+        for dep in sorted(self.dependencies(path)):
+            s = self.summaries.get(dep)
+            h.update(dep.encode("utf-8", "surrogateescape"))
+            h.update(s.key() if s is not None else b"-")
+        for name, paths in self.needles().items():
+            for other in paths:
+                taints = self.summaries[other].carriers.get(name)
+                if taints and other != path and (words is None or name in words) and self.index.linked(path, other):
+                    h.update(repr((name, other, sorted((l, repr(o)) for l, o, _ in taints))).encode())
+        return h.digest()
+
+    def dependencies(self, path: str) -> set[str]:
+        facts = self.index.facts.get(path)
+        out: set[str] = set()
+        if facts is None:
+            return out
+        for mod, name, level in facts.imports.values():
+            m = self.index.module(mod, path, level) if (mod or level) else None
+            if m is not None:
+                out.add(m)
+            if name is not None:
+                sub = self.index.module(f"{mod}.{name}" if mod else name, path, level)
+                if sub is not None:
+                    out.add(sub)
+        for cls in facts.classes:
+            out.update(p for p, _ in self.index.mro((path, cls)))
+        out.discard(path)
+        return out
+
+
+class ModuleView:
+    """What the interpreter of module `path` asks of the repository."""
+
+    def __init__(self, repo: RepoView, path: str):
+        self.repo = repo
+        self.path = path
+
+    def function(self, dotted: str) -> FunctionSummary | None:
+        """The function (or a class's `__init__`... not followed) `dotted` names here."""
+        sym = self.repo.index.resolve(self.path, dotted)
+        if sym is None or sym[0] == self.path:
+            return None  # this module's own functions are analysed in context
+        return self.repo.function(sym)
+
+    def method(self, cls: str, name: str) -> FunctionSummary | None:
+        """`self.name()` in a method of class `cls` of this module, defined on a base
+        class of another module."""
+        sym = self.repo.index.method((self.path, cls), name)
+        if sym is None or sym[0] == self.path:
+            return None
+        return self.repo.function(sym)
+
+    def carrier(self, name: str) -> Value:
+        """The taints the modules linked to this one (RepoIndex.linked) store in field `name`."""
+        out = Value()
+        for path in self.repo.needles().get(name, ()):
+            s = self.repo.summaries[path]
+            taints = s.carriers.get(name)
+            if taints and path != self.path and self.repo.index.linked(self.path, path):
+                out = join(out, as_value(taints))
+        return out
+
+
+def norm_path(path: str) -> str:
+    """The key of a module in the index: its absolute, normalised path."""
+    return os.path.normpath(os.path.abspath(path))
+
+
+def run_repo(settings: Any, code: str) -> RepoView | None:
+    """The run's `RepoView` for rule `code` (set by the pipeline on the settings as `repo`)."""
+    repos = getattr(settings, "repo", None)
+    repo = repos.get(code) if isinstance(repos, dict) else None
+    return repo if isinstance(repo, RepoView) else None
+
+
+def repo_view(context: Any, unit: Any, code: str) -> ModuleView | None:
+    """The repository as a rule's unit sees it, for a whole Python file; else None (a
+    patch's hunks and exact-mode files are judged alone)."""
+    repo = run_repo(getattr(context, "settings", None), code)
+    if repo is None or getattr(unit, "mode", None) != "file":
+        return None
+    view = repo.view(unit.path)
+    if view is None and repo.summaries:  # not indexed (nothing to export): index it now
+        from patchaudit.analysis.repo_index import module_facts
+        from patchaudit.inputs import pyast
+
+        tree = pyast.parse(unit.text)
+        if tree is not None:
+            key = norm_path(unit.path)
+            rel = os.path.relpath(key, repo.root) if repo.root else os.path.basename(key)
+            repo.index.add(key, rel, module_facts(tree))
+            view = repo.view(unit.path)
+    return view
+
+
+def file_steps(steps: tuple[Step, ...]) -> tuple[tuple, ...]:
+    """A trace as a rule reports it: a step of another module as (line, note, path)."""
+    return tuple((int(l), n, l.path) if type(l) is FileLine else (l, n) for l, n in steps)
+
+
+def hit_report(hit: Any, position: Any) -> Report:
+    """A hit as the rule would report it (`Rule.report`): its node's range, its trace."""
+    pos = position(hit.node)
+    return Report(
+        pos.start.line,
+        pos.start.column,
+        pos.end.line,
+        pos.end.column,
+        hit.message,
+        file_steps(hit.steps),
+        hit.severity,
+    )
+
+
+def text_digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogateescape"), digest_size=16).digest()

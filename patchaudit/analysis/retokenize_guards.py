@@ -1,0 +1,289 @@
+"""What PA103 reads from a module's syntax besides the dataflow: drift guards and mask sizes.
+
+PA103 (rules/pa103_decode_retokenize.py) follows text that is encoded again into ids
+through the dataflow layer (patchaudit/analysis/dataflow.py).  Two facts it needs are
+about statements, not values, and the layer has no hook for them:
+
+- **Drift guards.**  Re-encoded ids checked against the ids the engine produced, by a
+  check that fails loudly: `assert again == ids`, `if again != ids: raise ...`, a fork
+  (`if again != ids: again = ids`, `... return ...`), or the same on their length
+  (`if len(again) != n: raise ...`).  After the check (inside the `==` branch, or after
+  an `!=` branch that leaves, or after the assert) the ids are known to round-trip.
+  `candidates(module)` lists them by syntax, `resolve` gives one its lines, and
+  `guarded(...)` says whether a trace leaves the guarded variable after the guard.
+- **Mask sizes.**  `len(ids)` inside what is stored into a loss mask or a log-prob list
+  (`loss_mask += [1] * len(ids)`, `masks.append([1] * len(ids))`, `Out(loss_mask=[1] *
+  len(ids))`, `{"loss_mask": ...}`) says that these ids are the trained ones.  A mask of
+  zeros (`[0] * len(obs_ids)`: observation tokens, never trained) does not.
+  `mask_len_lines(tree, patterns)` gives the lines of those `len(...)` calls and the mask
+  each sizes, read on the stdlib `ast` tree (the pre-filter's, parsed once per text);
+  `may_size_mask(tree, patterns)` is the pre-filter's question (zeros not told apart).
+
+No finding, no rule code: the rule decides what these facts mean.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator
+
+import libcst as cst
+
+from patchaudit.analysis.flow_values import matches
+
+#: statements that leave the current path: an `!=` check followed by one of these fails loudly
+_LEAVE = (cst.Raise, cst.Return, cst.Continue, cst.Break)
+
+
+@dataclass(frozen=True)
+class Guard:
+    name: str  # the checked variable
+    line: int  # the check's line
+    start: int  # first line where the variable is known to round-trip
+    end: int  # last such line
+    fn_start: int  # the enclosing function's lines
+    fn_end: int
+
+
+# --------------------------------------------------------------------------
+# drift guards
+
+
+def _compared(test: cst.BaseExpression) -> Iterator[tuple[str, str]]:
+    """(name, operator) of every variable compared by `==`/`!=` with something not a literal."""
+    for node in _walk(test):
+        if not isinstance(node, cst.Comparison) or len(node.comparisons) != 1:
+            continue
+        target = node.comparisons[0]
+        op = (
+            "=="
+            if isinstance(target.operator, cst.Equal)
+            else "!="
+            if isinstance(target.operator, cst.NotEqual)
+            else ""
+        )
+        if not op:
+            continue
+        left, right = node.left, target.comparator
+        for side, other in ((left, right), (right, left)):
+            name = _checked_name(side)
+            if name is not None and not _is_literal(other):
+                yield name, op
+
+
+def _checked_name(node: cst.BaseExpression) -> str | None:
+    """`x`, `x[...]`, `len(x)`, `list(x)` -> "x"."""
+    if isinstance(node, cst.Subscript):
+        node = node.value
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in ("len", "list", "tuple"):
+        if len(node.args) == 1:
+            node = node.args[0].value
+            if isinstance(node, cst.Subscript):
+                node = node.value
+    return node.value if isinstance(node, cst.Name) else None
+
+
+def _is_literal(node: cst.BaseExpression) -> bool:
+    if isinstance(node, (cst.Integer, cst.Float, cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
+        return True
+    return isinstance(node, cst.Name) and node.value in ("None", "True", "False")
+
+
+def _statements(body: Any) -> Iterator[cst.CSTNode]:
+    """Every statement under `body` (a block, a statement or a list of them), compound ones
+    and their blocks included, small statements of a line one by one; not expressions."""
+    todo = [body]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, (list, tuple)):
+            todo.extend(reversed(n))
+            continue
+        if isinstance(n, (cst.IndentedBlock, cst.SimpleStatementSuite)):
+            todo.extend(reversed(n.body))
+            continue
+        if isinstance(n, cst.SimpleStatementLine):
+            yield n
+            todo.extend(reversed(n.body))
+            continue
+        yield n
+        for attr in ("body", "orelse", "handlers", "finalbody", "cases"):
+            sub = getattr(n, attr, None)
+            if sub is not None and not isinstance(sub, cst.BaseExpression):
+                todo.append(sub)
+
+
+def _leaves_or_assigns(block: cst.CSTNode | None, name: str) -> bool:
+    if block is None:
+        return False
+    for node in _statements(block):
+        if isinstance(node, _LEAVE):
+            return True
+        if isinstance(node, cst.Expr) and isinstance(node.value, cst.Call):
+            func = node.value.func
+            if isinstance(func, cst.Name) and func.value in ("exit", "abort"):
+                return True
+        if isinstance(node, cst.Assign) and any(
+            isinstance(t.target, cst.Name) and t.target.value == name for t in node.targets
+        ):
+            return True
+    return False
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A drift guard found by syntax alone; `resolve` gives its lines (positions are costly:
+    only the guards of a variable a trace goes through are resolved)."""
+
+    name: str
+    fn: cst.FunctionDef
+    node: cst.CSTNode  # the Assert or If
+    region: str  # "rest": the rest of the function; "body": the If's body
+
+
+def candidates(module: cst.Module) -> list[Candidate]:
+    """Every drift guard of the module's functions (see the module docstring), unresolved."""
+    out: list[Candidate] = []
+    for fn in _statements(module.body):
+        if not isinstance(fn, cst.FunctionDef):
+            continue
+        for node in _statements(fn.body):
+            if isinstance(node, cst.Assert):
+                out.extend(Candidate(name, fn, node, "rest") for name, op in _compared(node.test) if op == "==")
+            elif isinstance(node, cst.If):
+                orelse = node.orelse.body if isinstance(node.orelse, cst.Else) else node.orelse
+                for name, op in _compared(node.test):
+                    if op == "==":  # the equal branch is checked; a leaving other branch checks the rest
+                        out.append(Candidate(name, fn, node, "body"))
+                        if _leaves_or_assigns(orelse, name):
+                            out.append(Candidate(name, fn, node, "rest"))
+                    elif _leaves_or_assigns(node.body, name):
+                        out.append(Candidate(name, fn, node, "rest"))
+    return out
+
+
+def resolve(c: Candidate, position: Callable[[cst.CSTNode], Any]) -> Guard:
+    """The lines of candidate `c`: where its variable is known to round-trip."""
+    fr = position(c.fn)
+    line = position(c.node).start.line
+    end = fr.end.line
+    if c.region == "body" and isinstance(c.node, cst.If):
+        end = position(c.node.body).end.line
+    return Guard(c.name, line, line, end, fr.start.line, fr.end.line)
+
+
+def traced_names(steps: tuple[tuple[int, str], ...]) -> set[str]:
+    """The variables a trace assigns (its notes: "assigned to `x`", "unpacked into `x`")."""
+    out: set[str] = set()
+    for _, note in steps:
+        for m in _ASSIGNED.finditer(note):
+            out.add(m.group(1))
+    return out
+
+
+_ASSIGNED = re.compile(r"(?:to|into) `([A-Za-z_][A-Za-z_0-9]*)`")
+
+
+def guarded(guards_: Iterable[Guard], steps: tuple[tuple[int, str], ...], sink_line: int) -> bool:
+    """Whether the flow `steps` (ending at `sink_line`) held its value in a guarded variable
+    before the guard and used it after: the trace assigns the variable (a step inside the
+    guard's function, before the guard) and its next step is where the guard holds."""
+    lines = [l for l, _ in steps] + [sink_line]
+    for g in guards_:
+        marks = (f"to `{g.name}`", f"into `{g.name}`")
+        for i, (line, note) in enumerate(steps):
+            if not (g.fn_start <= line < g.line) or not any(m in note for m in marks):
+                continue
+            after = next((l for l in lines[i + 1 :] if l != line), sink_line)
+            if g.start <= after <= g.end or after > g.fn_end:
+                return True
+    return False
+
+
+def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        yield n
+        todo.extend(reversed(n.children))
+
+
+# --------------------------------------------------------------------------
+# mask sizes (read on the stdlib `ast` tree the pre-filter parsed: no libcst walk)
+
+
+def may_size_mask(tree: ast.AST, patterns: list[str]) -> bool:
+    """Whether some store, append, keyword or dict key named like `patterns` holds a `len(...)`
+    call (the pre-filter's question: zeros are not told apart)."""
+    for node in ast.walk(tree):
+        for name, value in _ast_mask_values(node):
+            if matches(name, patterns) and _has_len(value):
+                return True
+    return False
+
+
+def mask_len_lines(tree: ast.AST, patterns: list[str]) -> dict[int, str]:
+    """line of a `len(...)` call -> the mask it sizes, for masks named like `patterns` and not
+    filled with zeros (`[0] * len(obs_ids)`)."""
+    out: dict[int, str] = {}
+    for node in ast.walk(tree):
+        for name, value in _ast_mask_values(node):
+            if name is not None and matches(name, patterns):
+                _collect_len(value, name, False, out)
+    return out
+
+
+def _collect_len(node: ast.AST, mask: str, zero: bool, out: dict[int, str]) -> None:
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+        _collect_len(node.left, mask, zero or _zeros(node.right), out)
+        _collect_len(node.right, mask, zero or _zeros(node.left), out)
+        return
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "len" and not zero:
+        out.setdefault(node.lineno, mask)
+    for child in ast.iter_child_nodes(node):
+        _collect_len(child, mask, zero, out)
+
+
+def _zeros(node: ast.AST) -> bool:
+    """`[0]`, `[0.0]`, `[False]`, `(0,)`: a list of zeros to repeat."""
+    if not isinstance(node, (ast.List, ast.Tuple)) or not node.elts:
+        return False
+    return all(isinstance(e, ast.Constant) and e.value in (0, False) and e.value is not None for e in node.elts)
+
+
+def _ast_mask_values(node: ast.AST) -> Iterator[tuple[str | None, ast.AST]]:
+    if isinstance(node, ast.Assign):
+        for t in node.targets:
+            yield _ast_last_name(t), node.value
+    elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and node.value is not None:
+        yield _ast_last_name(node.target), node.value
+    elif isinstance(node, ast.Call):
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr in ("append", "extend", "insert"):
+            for a in node.args:
+                yield _ast_last_name(func.value), a
+            for k in node.keywords:
+                yield _ast_last_name(func.value), k.value
+        for k in node.keywords:
+            yield k.arg, k.value
+    elif isinstance(node, ast.Dict):
+        for key, value in zip(node.keys, node.values):
+            if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                yield key.value, value
+
+
+def _ast_last_name(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.Subscript):
+        if isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
+            return node.slice.value
+        return _ast_last_name(node.value)
+    return None
+
+
+def _has_len(node: ast.AST) -> bool:
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "len" for n in ast.walk(node))

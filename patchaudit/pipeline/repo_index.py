@@ -1,0 +1,427 @@
+"""The whole-repository pre-pass of the dataflow rules: index, summaries, fixed point, cache.
+
+Before the per-file pass, for every selected rule that declares `repository`
+(PA102), `prepare_repo`:
+
+1. finds the repository: the scanned folders themselves; for files named alone
+   (a pre-commit hook passes the changed files) the project root above them,
+   the nearest folder holding a `pyproject.toml`, `setup.py` or `.git` (modules
+   are named from that root in both cases);
+2. lists its Python files (the run's own list when only folders are scanned,
+   else `inputs.discover` on the root: `.gitignore` and excludes apply) and
+   keeps those the rule can export from: its byte filter first (`export`
+   needles, no decoding), then its own `exports(text)` (the `ast` gate of
+   patchaudit/analysis/gate.py).  Every other file exports nothing: it has no
+   source and no sink the rule recognises;
+3. indexes the kept modules (patchaudit/analysis/repo_index.py) and runs the
+   rule's `summarise` on each (a libcst parse and the interpreter in summary
+   mode, patchaudit/analysis/repo_summaries.py), round after round, until no
+   summary changes (at most `MAX_ROUNDS`): a module is analysed again only
+   when the summaries it can see (of the modules it imports, the carriers)
+   changed;
+4. sets the result on the settings (`settings.repo[code]`, a `RepoView`) for
+   the rule's per-file analysis, and returns the run's rule metas with the
+   rule's `requires` widened by the words through which a file without a source
+   of its own can get a taint (`RepoView.sources`: the names of the functions
+   whose return carries one, the carrier fields that hold one): a file that
+   names none of them and has no source sees nothing tainted, so the pre-filter
+   stays sound (tests/test_speed_invariants.py).
+
+The cache (`pipeline.cache.ResultCache`, its own run key): per module, keyed by
+its size, modification time and inode (a warm run reads no unchanged file),
+the content digest, the module's index facts and its summary with the
+dependency digest it was computed under.  A warm run re-parses nothing; a run
+after one file changed re-summarises that file and then only the modules whose
+dependency digest changed.  The per-file result cache mixes each file's view
+of the summaries into its key (`file_key`), so a file is re-analysed exactly
+when a summary it can see changed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+from typing import Any, cast
+
+from patchaudit.analysis.repo_index import ModuleFacts, RepoIndex, module_facts, module_name
+from patchaudit.analysis.repo_summaries import ModuleSummary, RepoView, norm_path
+
+#: rounds of the fixed point over the repository
+MAX_ROUNDS = 4
+#: files a repository may have for the pre-pass to run (beyond: each file is judged alone)
+MAX_FILES = 20000
+#: markers of a project root
+ROOT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
+
+
+@dataclasses.dataclass
+class Entry:
+    """One module of the repository as the pre-pass keeps it (and caches it)."""
+
+    digest: bytes  # of the content
+    exports: bool  # the rule's `exports` accepted it
+    facts: ModuleFacts | None = None
+    #: the functions worth following parameter by parameter (they name a sink's words)
+    seed: set[str] | None = None
+    #: it holds a source of its own (else only request builders: summarised when needed)
+    source: bool = True
+    #: a request builder's summary is needed: a file that names a source module calls it
+    needed: bool = False
+    summary: ModuleSummary | None = None
+    dep: bytes | None = None  # the dependency digest the summary was computed under
+    #: the rule's reports on the module under that view (None: it could not be analysed)
+    reports: list | None = None
+    text_digest: bytes | None = None
+    text: str | None = None  # this run only (not cached)
+    parsed: Any = None  # this run only: (libcst module, positions), kept between rounds
+
+
+def project_root(path: str) -> str:
+    """The nearest folder at or above `path`'s folder holding a root marker, else its folder."""
+    start = os.path.dirname(os.path.abspath(path))
+    cur = start
+    while True:
+        if any(os.path.lexists(os.path.join(cur, m)) for m in ROOT_MARKERS):
+            return cur
+        up = os.path.dirname(cur)
+        if up == cur:
+            return start
+        cur = up
+
+
+def _roots(paths: list[str]) -> list[str]:
+    out: list[str] = []
+    for p in paths:
+        # modules are named from the project root (an absolute import `pkg.mod` then names
+        # `pkg/mod.py` however deep the scanned folder is)
+        r = project_root(os.path.join(p, "_") if os.path.isdir(p) else p)
+        if r not in out:
+            out.append(r)
+    return out
+
+
+def _python_files(paths: list[str], files: list, settings) -> list[tuple[str, str]]:
+    """(path as the run names it, root) of every Python file of the repositories."""
+    roots = _roots(paths)
+    if all(os.path.isdir(p) for p in paths):
+        listed = [f.path for f in files if f.kind == "python"]
+    else:
+        from patchaudit.inputs.discover import discover
+
+        found, _ = discover(roots, settings.exclude)
+        listed = [f.path for f in found if f.kind == "python"]
+        listed += [f.path for f in files if f.kind == "python" and f.path not in listed]
+    out = []
+    for p in listed:
+        a = os.path.abspath(p)
+        root = next((r for r in roots if a.startswith(r.rstrip(os.sep) + os.sep)), os.path.dirname(a))
+        out.append((p, root))
+    return out
+
+
+def _stat_key(path: str) -> bytes | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return f"{st.st_size}:{st.st_mtime_ns}:{st.st_ino}".encode()
+
+
+def prepare_repo(paths: list[str], files: list, settings, metas: list, cache_root: Any) -> list:
+    """Run the pre-pass for every selected `repository` rule (see the module docstring);
+    the metas to scan with."""
+    repo_metas = [m for m in metas if "python" in m.kinds and _is_repository(m)]
+    if not repo_metas:
+        return metas
+    pyfiles = _python_files(paths, files, settings)
+    if not pyfiles or len(pyfiles) > MAX_FILES:
+        return metas
+    repos: dict[str, RepoView] = {}
+    out = list(metas)
+    for meta in repo_metas:
+        if not _may_have_source(meta, pyfiles, settings):
+            # no module of the repository holds a source: nothing to follow (an empty view,
+            # so that the per-file cache keys are those of a view with nothing to see)
+            repos[meta.code] = RepoView(RepoIndex(), {}, _common_root(pyfiles))
+            continue
+        rule = _LazyRule(meta)  # imported only for files the cache does not answer
+        cache = _cache(settings, meta.code, cache_root)
+        view = _build(rule, pyfiles, settings, cache)
+        repos[meta.code] = view
+        words = _repo_words(rule, view, settings, cache)
+        if cache is not None:
+            cache.save()
+        if words:
+            out[out.index(meta)] = dataclasses.replace(meta, requires=meta.requires + words)
+    settings.repo = repos
+    return out
+
+
+class _LazyRule:
+    """A repository rule's class, imported (with libcst) on first use: a warm run whose
+    summaries all come from the cache, and a tree with no source, import no rule."""
+
+    def __init__(self, meta) -> None:
+        self.code = meta.code
+        self._meta = meta
+        self._cls: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._cls is None:
+            self._cls = self._meta.load()
+        return getattr(self._cls, name)
+
+
+def _may_have_source(meta, pyfiles: list[tuple[str, str]], settings) -> bool:
+    """Whether some Python file passes the rule's own pre-filter (its sources' words, read
+    statically from the rule file): without one the pre-pass has nothing to follow.  With
+    options configured for the rule its words may differ: then always."""
+    if settings.options_for(meta.code) or not meta.requires:
+        return True
+    from patchaudit.files.reader import ReadError, read_bytes
+
+    for path, _ in pyfiles:
+        try:
+            if meta.can_match_bytes(read_bytes(path, settings.max_file_size)):
+                return True
+        except (ReadError, OSError):
+            continue
+    return False
+
+
+def _repo_words(rule, view: RepoView, settings, cache) -> tuple:
+    """`rule.repo_requires` for this view, remembered in the cache by what it depends on."""
+    sources, sinks = view.sources(), view.sinks()
+    if not sources:
+        return ()
+    options = settings.options_for(rule.code)
+    digest = hashlib.blake2b(repr((sorted(options.items()), sources, sinks)).encode(), digest_size=16).digest()
+    if cache is not None:
+        hit = cache.get("<repository>", "repo-words", digest)
+        if hit is not None:
+            return hit
+    words = tuple(rule.repo_requires(options, sources, sinks))
+    if cache is not None:
+        cache.put("<repository>", "repo-words", digest, words)
+    return words
+
+
+def _is_repository(meta) -> bool:
+    """Read from the rule's source (config.registry): deciding imports no rule."""
+    return meta.repository
+
+
+def _cache(settings, code: str, cache_root: Any):
+    if cache_root is None or not settings.cache or settings.engines:
+        return None
+    from patchaudit.pipeline.cache import ResultCache, run_key
+
+    # a store name like the run keys' (hex), so that the cache's pruning counts it too
+    key = hashlib.blake2b((run_key(settings, [code]) + "-repo").encode(), digest_size=16).hexdigest()
+    return ResultCache(cache_root, key)
+
+
+def _build(rule, pyfiles: list[tuple[str, str]], settings, cache) -> RepoView:
+    index = RepoIndex()
+    entries: dict[str, Entry] = {}
+    fresh: dict[str, bytes] = {}  # the files read in this run (new or changed)
+    roots: dict[str, str] = {}
+    for path, root in pyfiles:
+        key = norm_path(path)
+        top = module_name(os.path.relpath(key, root)).split(".")[0]
+        if top:
+            index.first_party.add(top)
+        e = _entry(rule, path, key, settings, cache, fresh)
+        if e is None or not e.exports or e.facts is None:
+            continue
+        entries[key] = e
+        roots[key] = root
+    _needed(entries, fresh, cache)
+    entries = {k: e for k, e in entries.items() if e.source or e.needed}
+    for key, e in entries.items():
+        index.add(key, os.path.relpath(key, roots[key]), cast(ModuleFacts, e.facts))
+    view = RepoView(index, {k: e.summary for k, e in entries.items() if e.summary is not None}, _common_root(pyfiles))
+    order = _dependencies_first(view, sorted(entries))
+    for _ in range(MAX_ROUNDS):
+        changed = False
+        for key in order:
+            e = entries[key]
+            dep = view.dependency_key(key)
+            if e.summary is not None and e.dep == dep:
+                continue
+            new, e.reports = _summarise(rule, key, e, view, settings)
+            old_key = e.summary.key() if e.summary is not None else None
+            e.summary, e.dep = new, dep
+            if new.key() != old_key:
+                changed = True
+            view.put(new)
+            if cache is not None:
+                cache.put(key, "repo", e.digest, dataclasses.replace(e, text=None, parsed=None))
+        if not changed:
+            break
+    for key, e in entries.items():  # converged: the module's findings are made
+        e.parsed = None
+        if e.reports is not None and e.text_digest is not None and e.dep == view.dependency_key(key):
+            view.reports[key] = (e.text_digest, e.reports)
+    return view
+
+
+def _needed(entries: dict[str, Entry], fresh: dict[str, bytes], cache) -> None:
+    """Which request builders (modules with no source of their own) to summarise: those a
+    file that names a source module (imports it, most likely) calls by name.  Decided on
+    the files read in this run; a builder found needed once stays so (cached)."""
+    stems = sorted({_stem(k).encode() for k, e in entries.items() if e.source})
+    users = [(k, d) for k, d in fresh.items() if any(st in d for st in stems)]
+    for key, e in entries.items():
+        if e.seed is None:  # every function followed: keep it
+            e.needed = True
+        if e.source or e.needed or not e.seed:
+            continue
+        names = sorted({q.rsplit(".", 1)[-1].encode() for q in e.seed})
+        if any(k != key and any(n in d for n in names) for k, d in users):
+            e.needed = True
+            if cache is not None:
+                cache.put(key, "repo", e.digest, dataclasses.replace(e, text=None, parsed=None))
+
+
+def _stem(path: str) -> str:
+    base = os.path.basename(path)
+    if base == "__init__.py":
+        return os.path.basename(os.path.dirname(path))
+    return os.path.splitext(base)[0]
+
+
+def _dependencies_first(view: RepoView, keys: list[str]) -> list[str]:
+    """The modules, each after the modules it imports (where imports do not form a cycle),
+    so that one round mostly sees the final summaries of its dependencies."""
+    done: list[str] = []
+    seen: set[str] = set()
+    known = set(keys)
+
+    def visit(k: str, depth: int) -> None:
+        if k in seen:
+            return
+        seen.add(k)
+        if depth < 50:
+            for d in sorted(view.dependencies(k) & known):
+                visit(d, depth + 1)
+        done.append(k)
+
+    for k in keys:
+        visit(k, 0)
+    return done
+
+
+def _common_root(pyfiles: list[tuple[str, str]]) -> str:
+    roots = sorted({r for _, r in pyfiles})
+    return roots[0] if len(roots) == 1 else ""
+
+
+def _entry(rule, path: str, key: str, settings, cache, fresh: dict[str, bytes]) -> Entry | None:
+    """The module's entry: from the cache when its stat is unchanged, else read and gated."""
+    stat = _stat_key(path)
+    if stat is None:
+        return None
+    if cache is not None:
+        hit = cache.get(key, "repo-stat", stat)
+        if hit is not None:
+            got = cache.get(key, "repo", hit)
+            if got is not None:
+                return got
+            if cache.get(key, "repo-none", hit):
+                return Entry(hit, False)
+    return _read_entry(rule, path, key, settings, cache, stat, fresh)
+
+
+def _read_entry(rule, path: str, key: str, settings, cache, stat: bytes, fresh: dict[str, bytes]) -> Entry | None:
+    from patchaudit.files.reader import ReadError, read_bytes
+
+    try:
+        data = read_bytes(path, settings.max_file_size)
+    except (ReadError, OSError):
+        return None  # the per-file pass reports it
+    digest = hashlib.blake2b(data, digest_size=16).digest()
+    fresh[key] = data
+    if cache is not None:
+        cache.put(key, "repo-stat", stat, digest)
+    e = Entry(digest, False)
+    if _export_bytes(rule, data, settings):
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            text = None
+        if text is not None and rule.exports(text, settings):
+            from patchaudit.analysis.gate import parse
+
+            tree = parse(text)
+            if tree is not None:
+                e = Entry(digest, True, module_facts(tree), rule.seed(text, settings), text=text)
+                e.source = rule.has_source(text, settings)
+    if cache is not None:
+        if e.exports:
+            cache.put(key, "repo", digest, dataclasses.replace(e, text=None, parsed=None))
+        else:
+            cache.put(key, "repo-none", digest, True)
+    return e
+
+
+_GROUPS: dict[tuple, tuple] = {}
+
+
+def _export_bytes(rule, data: bytes, settings) -> bool:
+    options = settings.options_for(rule.code)
+    key = (rule.code, repr(sorted(options.items())))
+    groups = _GROUPS.get(key)
+    if groups is None:
+        groups = _GROUPS[key] = tuple(
+            tuple(s.encode("utf-8", "surrogateescape") for s in g) for g in rule.export_requires(options)
+        )
+    return not groups or any(all(s in data for s in g) for g in groups)
+
+
+def _summarise(rule, key: str, e: Entry, view: RepoView, settings) -> tuple[ModuleSummary, list | None]:
+    """The module's summary under `view` and the rule's reports on it; an empty summary and
+    no reports when it cannot be parsed (the per-file pass reports why)."""
+    text = e.text
+    if text is None:
+        from patchaudit.files.reader import ReadError, read_bytes
+
+        try:
+            text = read_bytes(key, settings.max_file_size).decode("utf-8")
+        except (ReadError, OSError, UnicodeDecodeError):
+            return ModuleSummary(key), None
+        e.text = text
+    from patchaudit.inputs import pyast
+    from patchaudit.units import PythonUnit
+    from patchaudit.units.nesting import too_deep
+
+    if pyast.over_limit(text, pyast.parse_limit(settings)) is not None or too_deep(text, settings.max_nesting):
+        return ModuleSummary(key), None
+    try:
+        if e.parsed is None:
+            from libcst.metadata import PositionProvider
+
+            from patchaudit.analysis.lazy_metadata import metadata_wrapper
+
+            module = PythonUnit(path=key, text=text).parse()
+            e.parsed = (module, metadata_wrapper(module).resolve(PositionProvider))
+        module, positions = e.parsed
+        got = rule.summarise(module, positions.__getitem__, key, view.view(key), settings, e.seed)
+    except Exception:  # a syntax error, a recursion limit, a crash: the per-file pass reports it
+        return ModuleSummary(key), None
+    if not (isinstance(got, tuple) and len(got) == 2 and isinstance(got[0], ModuleSummary)):
+        return ModuleSummary(key), None
+    from patchaudit.analysis.repo_summaries import text_digest
+
+    e.text_digest = text_digest(text)
+    return got[0], list(got[1])
+
+
+def file_key(settings, path: str, data: bytes) -> bytes:
+    """What the file can see of the repository's summaries, as a digest for the per-file
+    result cache (b"" when the run has no repository pre-pass)."""
+    repos = getattr(settings, "repo", None)
+    if not repos:
+        return b""
+    return b"".join(repos[c].text_key(data) for c in sorted(repos))
