@@ -84,7 +84,7 @@ class PatchedCodeChangedUpstream(Rule):
     ## Incident
     SGLang's `load_mm_data` gained token-id preservation (sgl-project/sglang#26555)
     while slime's Qwen-VL hunk next to it kept applying cleanly and bypassed
-    it (seed report 002).
+    it (THUDM/slime#2388).
     """
 
     code = "PA203"

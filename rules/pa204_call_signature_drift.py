@@ -10,7 +10,9 @@ from patchaudit.analysis.signatures import (
     left_out_defaults,
     param_names,
     passing_sites,
+    rejected_calls,
     renamed_keywords,
+    render_params,
     shifted_positional,
 )
 from patchaudit.engine.symbols import CallShape
@@ -55,6 +57,41 @@ def _proc_patch(new_line: str) -> str:
     )
 
 
+_POOL_V1 = """\
+class KVCache:
+    def copy(self, indices):
+        return indices
+
+
+def backup(cache, indices):
+    return cache.copy(indices)
+
+
+class Pool(KVCache):
+    def size(self):
+        return 1
+"""
+
+_POOL_V2 = _POOL_V1.replace("def copy(self, indices):", "def copy(self, indices, extra=None):").replace(
+    "return cache.copy(indices)", "return cache.copy(indices, extra=None)"
+)
+
+_POOL_PATCH = (
+    "--- a/python/sglang/srt/pool.py\n+++ b/python/sglang/srt/pool.py\n"
+    "@@ -10,3 +10,6 @@ def backup(cache, indices):\n"
+    " class Pool(KVCache):\n"
+    "     def size(self):\n"
+    "         return 1\n"
+    "+\n"
+    "+    def copy(self, indices):\n"
+    "+        return indices\n"
+)
+
+
+def _pool_engine(content: str) -> dict[str, str]:
+    return {"python/sglang/__init__.py": "", "python/sglang/srt/__init__.py": "", "python/sglang/srt/pool.py": content}
+
+
 class CallSignatureDrift(Rule):
     """
     Flags calls in patched code that no longer fit the new engine version's signatures.
@@ -79,6 +116,14 @@ class CallSignatureDrift(Rule):
       warning when it existed but upstream only started passing it.  The
       message names the parameter, how many upstream call sites pass it and
       one of them.
+
+    A definition the patch adds or changes that replaces one of NEW (the same
+    class) or overrides one (a base class) is checked against NEW's callers: a
+    call site of upstream's definition, or a call of a method of that name on
+    an object of unknown type passing a keyword only upstream's definition
+    takes, that the patched signature does not accept is an error naming the
+    callers (a patch that re-adds an old `get_cpu_copy(self, indices)` where
+    NEW's callers pass `mamba_indices=`: a TypeError at each of them).
 
     A hunk that fails on NEW is checked all the same (its added lines, parsed
     on their own): the maintainer will port it.
@@ -105,7 +150,7 @@ class CallSignatureDrift(Rule):
     ## Incident
     SGLang added `input_ids` to `legacy_load_mm_data` (sgl-project/sglang#26555);
     slime's Qwen-VL patch called it without the argument and silently dropped
-    the caller's token ids at every multimodal request (seed report 002).
+    the caller's token ids at every multimodal request (THUDM/slime#2388).
     """
 
     code = "PA204"
@@ -159,6 +204,15 @@ class CallSignatureDrift(Rule):
         ),
     ]
     INVALID = [
+        Example(
+            _POOL_PATCH,
+            kind="patch",
+            engine_old=_pool_engine(_POOL_V1),
+            engine=_pool_engine(_POOL_V2),
+            line=8,
+            contains="every such call raises TypeError",
+            title="a re-added old method that NEW's callers call with a new keyword",
+        ),
         Example(
             SEED_PATCH,
             kind="patch",
@@ -224,12 +278,52 @@ class CallSignatureDrift(Rule):
         if pair is None:
             return
         audit = pair.audit  # patchaudit.pipeline.bump_audit.BumpAudit
+        covered = self.check_definitions(audit)
         for line, col, end_line, end_col, callee, shape, class_q, complete in audit.calls_to_check(self.unit):
             target = audit.call_target(self.unit, callee, class_q)
             if target is None:
                 continue
             for message, severity in self.problems(audit, target, shape, complete):
+                if " leaves out " in message and any(
+                    s <= line <= e and f"leaves out `{p}`" in message for s, e, params in covered for p in params
+                ):
+                    continue  # the definition around it is the error: it cannot take that parameter
                 self.report_at(line, col, end_line, end_col, message, severity=severity)
+
+    def check_definitions(self, audit) -> list[tuple[int, int, list[str]]]:
+        """A definition the patch adds or changes that replaces or overrides one of NEW whose
+        callers pass what the patched signature does not take: an error naming the callers.
+        Returns (first line, last line, the parameters it lacks) of each one reported."""
+        covered = []
+        for mine, up, typed, by_name in audit.patched_definitions(self.unit):
+            rejected = rejected_calls(mine.bound_params(), up.bound_params(), typed, by_name, mine.name)
+            if not rejected:
+                continue
+            lacks = [p for p in param_names(up.bound_params()) if p not in param_names(mine.bound_params())]
+            shown = "; ".join(
+                f"{why} at {s.where}" + (f" in {s.symbol}" if s.symbol else "") for s, why, _ in rejected[:3]
+            )
+            more = f" and {len(rejected) - 3} more" if len(rejected) > 3 else ""
+            if any(linked for _, _, linked in rejected):
+                more += (
+                    f" (calls of `.{mine.name}()` on objects of unknown type count when they pass a keyword only "
+                    f"upstream's definition takes)"
+                )
+            how = "replaces" if up.qualname == mine.qualname else f"overrides `{up.qualname}`"
+            self.report_at(
+                mine.line,
+                0,
+                mine.line,
+                0,
+                f"`{mine.qualname}{render_params(mine.params)}` as the patch defines it {how} "
+                f"`{up.qualname}{render_params(up.params)}` ({up.where}), and {audit.new_name}'s callers pass "
+                f"what it does not take: {shown}{more}; every such call raises TypeError: accept "
+                + (", ".join(f"`{p}`" for p in lacks) if lacks else "the new parameters")
+                + " as upstream's definition does",
+                severity=Severity.ERROR,
+            )
+            covered.append((mine.line, mine.end_line, lacks))
+        return covered
 
     def problems(self, audit, t: CallTarget, shape: CallShape, complete: bool = True) -> list[tuple[str, Severity]]:
         """The problems of one call in patched code, as (message, severity).

@@ -447,7 +447,13 @@ def test_moved_file_names_where_its_code_went(engine_repo, patches):
     assert [r.to_json() for r in report.relocations] == [{
         "old_path": "python/sglang/srt/utils/tok_utils.py",
         "new_path": "python/sglang/srt/utils/hf_tokenizer_utils.py", "matched": 4, "total": 4,
-        "classes": {"TokenizerHelper": "HFTokenizerHelper"}, "others": []}]
+        "classes": {"TokenizerHelper": "HFTokenizerHelper"}, "others": [], "shim": [],
+        "symbols": {q: {"old": q, "path": "python/sglang/srt/utils/hf_tokenizer_utils.py",
+                        "new": q.replace("TokenizerHelper", "HFTokenizerHelper"),
+                        "how": "renamed" if q in ("TokenizerHelper", "get_helper") and q == "TokenizerHelper"
+                        else "same name", "score": 1.0}
+                    for q in ("TokenizerHelper", "TokenizerHelper.decode", "TokenizerHelper.encode",
+                              "TokenizerHelper.pad", "get_helper")}}]
     assert _codes(report, "PA201")    # the file does not exist: PA201 as well
 
 
@@ -612,7 +618,8 @@ def test_markdown_report_for_several_patch_files(engine_repo, patches):
     assert sampler_row.split("|")[6] == " 1 "      # failed on v2
     assert "**Findings by rule**" in md and "| PA204 call-signature-drift | error |" in md
     assert "moved to python/sglang/srt/utils/hf_tokenizer_utils.py" in md
-    assert "#### Details" in md and "```diff" in md
+    assert md.index("#### :x: Errors") < md.index("#### Warnings and infos") < md.index("#### Hunks")
+    assert "```diff" in md
     assert md.count("<details>") == md.count("</details>")
     assert len(md) < 65536
 
@@ -662,7 +669,7 @@ def test_markdown_stays_under_githubs_comment_limit():
                         patches=["patches/big.patch"], files=1)
     md = render(report)
     assert len(md) < 65536
-    assert "more findings not shown" in md and "--format json" in md
+    assert "more errors and every warning not shown" in md and "--format json" in md
     assert "&lt;b&gt;" in md and "<b>" not in md            # messages never open HTML
     small = BumpReport("sglang", "o", "n", "1", "2", findings=findings[:3], hunks=rows[:1],
                        patches=["patches/big.patch"], files=1)

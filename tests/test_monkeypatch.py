@@ -371,7 +371,7 @@ def test_added_parameter_gives_pa207_naming_it(tmp_path):
     assert [(f["code"], f["line"]) for f in out] == [("PA207", 18)]
     msg = out[0]["message"]
     assert "parameter `priority` of the original is missing from the replacement" in msg
-    assert "(sglang/srt/managers/scheduler.py:14)" in msg     # the engine definition's location
+    assert "(sglang/srt/managers/scheduler.py:14 in sglang 0.5.9)" in msg     # the engine definition and version
 
 
 def test_args_kwargs_wrapper_gives_neither(tmp_path):

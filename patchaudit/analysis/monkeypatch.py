@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from patchaudit.analysis.monkeypatch_filter import engine_packages, may_have_sites
 from patchaudit.analysis.monkeypatch_gates import Gate
@@ -55,10 +55,37 @@ def collector_class():
     return Collector
 
 
-def collect(path: str, text: str, packages: Iterable[str] = DEFAULT_PACKAGES) -> list[MonkeyPatch]:
+def collect(
+    path: str,
+    text: str,
+    packages: Iterable[str] = DEFAULT_PACKAGES,
+    include_tests: bool = False,
+    read: Callable[[str], str | None] | None = None,
+) -> list[MonkeyPatch]:
     """Monkey-patches of the engine packages in one Python file.  Parses (and
-    computes scope/qualified-name metadata) only when `can_match` says it can."""
-    packages = tuple(packages)
+    computes scope/qualified-name metadata) only when `can_match` says it can.
+    Assignments in test files (stubs) are left out unless `include_tests`.  With
+    `read` (the caller's guarded reader), the gates of the enclosing packages'
+    `__init__.py` on importing this module are added (`monkeypatch_imports.py`)."""
+    patches = _collect(path, text, tuple(packages), include_tests)
+    return with_import_gates(patches, path, packages, read)
+
+
+def with_import_gates(
+    patches: list[MonkeyPatch], path: str, packages: Iterable[str], read: Callable[[str], str | None] | None
+) -> list[MonkeyPatch]:
+    """`patches` with the version gates the importing packages put on their module."""
+    if not patches or read is None:
+        return patches
+    from patchaudit.analysis.monkeypatch_imports import import_gates
+
+    gates = import_gates(path, packages, read)
+    for mp in patches:
+        mp.gates = tuple(mp.gates) + gates
+    return patches
+
+
+def _collect(path: str, text: str, packages: tuple[str, ...], include_tests: bool) -> list[MonkeyPatch]:
     if not may_have_sites(text, packages):
         return []
     import libcst as cst
@@ -74,7 +101,7 @@ def collect(path: str, text: str, packages: Iterable[str] = DEFAULT_PACKAGES) ->
         module = cst.parse_module(text)
     except (cst.ParserSyntaxError, RecursionError):
         return []
-    col = collector_class()(path, packages)
+    col = collector_class()(path, packages, include_tests)
     try:  # positions computed only when a site is found (patchaudit/analysis/lazy_metadata.py)
         from patchaudit.analysis.lazy_metadata import metadata_wrapper
 
@@ -90,10 +117,10 @@ def collect(path: str, text: str, packages: Iterable[str] = DEFAULT_PACKAGES) ->
     return col.patches
 
 
-def collect_with(rule, module, packages: Iterable[str]) -> list[MonkeyPatch]:
+def collect_with(rule, module, packages: Iterable[str], include_tests: bool = False) -> list[MonkeyPatch]:
     """Recognition inside a rule's batched traversal: reuses the metadata the
     runner computed for the rule (the rule declares the collector's providers)."""
-    col = collector_class()(rule.unit.path, tuple(packages))
+    col = collector_class()(rule.unit.path, tuple(packages), include_tests)
     col.metadata = rule.metadata
     module.visit(col)
     return col.patches
@@ -182,6 +209,8 @@ def check_site(mp: MonkeyPatch, ctx, title: str | None = None) -> list[Issue]:
     title = title or engine_title(ctx, mp.top)
     target, got = resolve_target(mp, ctx)
     if got.state == "unknown":
+        got = _through_import(mp, ctx, target, got)
+    if got.state == "unknown":
         return []
     if got.state == "missing":
         if mp.how == "added":
@@ -192,6 +221,8 @@ def check_site(mp: MonkeyPatch, ctx, title: str | None = None) -> list[Issue]:
         effect = {
             "assign": "the assignment adds an attribute the engine never uses, so the patch silently does nothing",
             "setattr": "setattr adds an attribute the engine never uses, so the patch silently does nothing",
+            "__dict__": "the write to its namespace adds a name the engine never uses, so the patch silently "
+            "does nothing",
         }.get(mp.form, "patch() raises AttributeError when it starts")
         if got.reason.startswith("module "):
             effect = "importing it fails"
@@ -204,6 +235,25 @@ def check_site(mp: MonkeyPatch, ctx, title: str | None = None) -> list[Issue]:
             )
         ]
     return check_signature(mp, ctx, target, got)
+
+
+def _through_import(mp: MonkeyPatch, ctx, target: str, got: Lookup) -> Lookup:
+    """An "unknown" lookup (a package with a module-level `__getattr__`) decided by what the
+    fork's import statement can reach: `import a.b.c` / `from a.b.c import X` needs the
+    module `a.b.c` itself, which no `__getattr__` of `a.b` provides."""
+    from patchaudit.engine.versions import package_dirs
+
+    for module in sorted(mp.imported, key=len, reverse=True):
+        if target != module and not target.startswith(module + "."):
+            continue
+        if ctx.index.module(module) is None and module not in package_dirs(ctx.source):
+            return Lookup(
+                "missing",
+                reason=f"module `{module}` does not exist (the fork imports it by name, which a package's "
+                f"`__getattr__` cannot provide)",
+            )
+        break
+    return got
 
 
 def check_signature(mp: MonkeyPatch, ctx, target: str, got: Lookup) -> list[Issue]:
@@ -223,7 +273,7 @@ def check_signature(mp: MonkeyPatch, ctx, target: str, got: Lookup) -> list[Issu
     if params is None:
         return []
     orig = got.func
-    where = f"`{orig.qualname}` ({got.where})"
+    where = f"`{orig.qualname}` ({got.where} in {engine_title(ctx, mp.top)})"
     rname = f"`{rep.name}`" + (
         f" ({rep.note[len('defined at ') :]})"
         if rep.note.startswith("defined at ")
@@ -281,7 +331,9 @@ def compare_params(orig: list[Param], repl: list[Param]) -> list[str]:
     for i, p in enumerate(o_pos):
         pos_ok = i < len(r_pos) or r_var
         name_ok = p.kind == "positional_only" or p.name in r_names or r_kw
-        if not pos_ok and p.name not in r_names:
+        if not pos_ok and r_kw and p.has_default and p.kind == "positional":
+            continue  # `**kwargs` passed on takes it by keyword, the way callers pass an optional one
+        if not pos_ok and p.name not in r_names and not r_kw:
             out.append(f"parameter `{p.name}` of the original is missing from the replacement")
         elif not name_ok:
             if i < len(r_pos):
@@ -296,10 +348,22 @@ def compare_params(orig: list[Param], repl: list[Param]) -> list[str]:
                 f"parameter `{p.name}` (position {i + 1}) of the original cannot be passed positionally "
                 f"to the replacement"
             )
-        elif i < len(r_pos) and p.kind == "positional" and r_pos[i].name != p.name and p.name in r_names:
+        elif (
+            i < len(r_pos)
+            and p.kind == "positional"
+            and r_pos[i].name != p.name
+            and p.name in r_names
+            and not (r_kw and p.has_default and r_pos[i].has_default)  # optional ones go by keyword
+        ):
+            added = [q.name for q in o_pos[:i] if q.name not in r_names]
+            cause = (
+                f" (the original has {', '.join(f'`{n}`' for n in added)} before it, which the replacement lacks)"
+                if added
+                else ""
+            )
             out.append(
                 f"parameter `{p.name}` is at position {i + 1} in the original, where the replacement "
-                f"has `{r_pos[i].name}`: positional calls bind the wrong parameter"
+                f"has `{r_pos[i].name}`{cause}: positional calls bind the wrong parameter"
             )
     for p in orig:
         if p.kind == "keyword_only" and p.name not in r_names and not r_kw:
@@ -327,7 +391,9 @@ def compare_params(orig: list[Param], repl: list[Param]) -> list[str]:
 # rule support: one recognition and one check per unit, shared by the monkey-patch rules
 
 
-def unit_issues(rule, module) -> list[Issue]:
+def unit_issues(
+    rule, module, include_tests: bool = False, read: Callable[[str], str | None] | None = None
+) -> list[Issue]:
     """Issues of the unit a rule runs on (cached on the unit)."""
     unit = rule.unit
     cached = getattr(unit, "_monkeypatch_issues", None)
@@ -335,7 +401,7 @@ def unit_issues(rule, module) -> list[Issue]:
         return cached
     settings = getattr(rule.context, "settings", None)
     packages = engine_packages(settings)
-    patches = collect_with(rule, module, packages)
+    patches = with_import_gates(collect_with(rule, module, packages, include_tests), unit.path, packages, read)
     issues: list[Issue] = []
     ctxs = engine_contexts(getattr(unit, "engine", None))
     for mp in patches:

@@ -34,10 +34,12 @@ class Collector(EngineNames):
 
     METADATA_DEPENDENCIES = (PositionProvider, ScopeProvider, QualifiedNameProvider)
 
-    def __init__(self, path: str, packages: Iterable[str]):
+    def __init__(self, path: str, packages: Iterable[str], include_tests: bool = False):
         super().__init__(packages)
         self.path = path
         self.in_tests = is_test_file(path)
+        #: a test file's assignments are stubs of the engine, not patches of it (unless asked)
+        self.skip_all = self.in_tests and not include_tests
         self.tag = path_version_tag(path, self.packages)
         self.gates: list[Gate] = []
         self.handlers: list[set[str]] = []
@@ -45,6 +47,7 @@ class Collector(EngineNames):
         self.sites: list[dict] = []
         self.patches: list[MonkeyPatch] = []
         self.probed: set[str] = set()  # attribute names the file tests for
+        self.imported: set[str] = set()  # engine modules named by an import statement
 
     # ----- context stacks --------------------------------------------------
     def visit_FunctionDef(self, node) -> None:
@@ -86,13 +89,26 @@ class Collector(EngineNames):
     def leave_ExceptHandler(self, original_node) -> None:
         self.handlers.pop()
 
+    def visit_Import(self, node) -> None:
+        for alias in node.names:
+            name = code_of(alias.name)
+            if self.is_engine(name):
+                self.imported.add(name)
+
+    def visit_ImportFrom(self, node) -> None:
+        if node.relative or node.module is None:
+            return
+        name = code_of(node.module)
+        if self.is_engine(name):
+            self.imported.add(name)
+
     def visit_For(self, node) -> None:
         self.bind_for(node.target, node)
 
     # ----- sites -----------------------------------------------------------
     def _site(self, form: str, anchor, targets: Iterable[str], value, stmt, *, create: bool = False, row=None) -> None:
         targets = tuple(sorted(set(targets)))
-        if not targets:
+        if not targets or self.skip_all:
             return
         self.sites.append(
             dict(
@@ -125,6 +141,13 @@ class Collector(EngineNames):
             refs = self.refs(target)
             if refs:
                 self._site("assign", target, refs, value, stmt)
+        elif isinstance(target, cst.Subscript):
+            # mod.__dict__["name"] = f, vars(mod)["name"] = f, sys.modules["m"].__dict__["name"] = f
+            owners = self.namespace_of(target.value)
+            if owners and len(target.slice) == 1 and isinstance(target.slice[0].slice, cst.Index):
+                names = self.strings(target.slice[0].slice.value)
+                if names:
+                    self._site("__dict__", target, [f"{o}.{n}" for o in owners for n in names], value, stmt)
         elif (
             isinstance(target, (cst.Tuple, cst.List))
             and isinstance(value, (cst.Tuple, cst.List))
@@ -251,6 +274,7 @@ class Collector(EngineNames):
             and isinstance(value, (cst.Name, cst.Attribute, cst.Call, cst.Subscript))
             and self.refs(value) & tset
             and not isinstance(value, cst.Call)
+            and not self._defined_here(value)
         ):
             return None  # `X.f = orig` restores the original: not a patch of its own
         try:
@@ -286,7 +310,16 @@ class Collector(EngineNames):
             s["gates"],
             self.tag,
             code[0] if code else "",
+            tuple(sorted(m for m in self.imported if any(t == m or t.startswith(m + ".") for t in targets))),
         )
+
+    def _defined_here(self, value) -> bool:
+        """A name also bound by a `def` or `class` of this file (`try: from X import f /
+        except ImportError: def f(...)`, then `X.f = f`): a backport, not the original."""
+        if not isinstance(value, cst.Name):
+            return False
+        assigns = self.assignments(value) or []
+        return any(isinstance(getattr(a, "node", None), (cst.FunctionDef, cst.ClassDef)) for a in assigns)
 
     def _is_shim(self, s: dict, tset: set[str]) -> bool:
         """A backport: set only when the engine lacks it (`except ImportError:`,

@@ -127,6 +127,8 @@ def _scan(tree, packages: tuple[str, ...]) -> tuple[set[str], list[tuple[list[st
             for t in tgts:
                 if any(isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) for n in ast.walk(t)):
                     sites.append(t)
+                elif isinstance(t, ast.Subscript):  # X.__dict__["f"] = ..., vars(X)["f"] = ...
+                    sites.append(t.value)
         elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
             binds.append((_targets_of(node.target), node.iter))
         elif isinstance(node, ast.withitem) and node.optional_vars is not None:

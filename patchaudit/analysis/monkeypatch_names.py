@@ -117,6 +117,14 @@ class EngineNames(cst.CSTVisitor):
                         return {s}
         return set()
 
+    def namespace_of(self, node) -> frozenset[str]:
+        """The engine objects whose namespace dict an expression is: `X.__dict__`, `vars(X)`."""
+        if isinstance(node, cst.Attribute) and node.attr.value == "__dict__":
+            return self.refs(node.value)
+        if isinstance(node, cst.Call) and "builtins.vars" in self.callee(node) and len(node.args) == 1:
+            return self.refs(node.args[0].value)
+        return frozenset()
+
     def strings(self, node, depth: int = 0) -> list[str] | None:
         """The string value(s) of an expression: a literal, or a name bound to one."""
         s = string_literal(node)

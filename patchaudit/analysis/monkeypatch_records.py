@@ -59,6 +59,9 @@ class MonkeyPatch:
     gates: tuple[Gate, ...] = ()
     version_tag: tuple[str | None, str] | None = None
     code: str = ""  # the statement, first line
+    #: the engine modules the file imports by an import statement that prefix the target:
+    #: they must exist as modules (a package's `__getattr__` cannot provide them)
+    imported: tuple[str, ...] = ()
 
     @property
     def target(self) -> str:

@@ -120,3 +120,62 @@ def passing_sites(sites: list, params: list[Param], name: str) -> tuple[list, li
     """(the call sites whose passing of `name` is known, those that pass it)."""
     known = [s for s in sites if s.shape.passes(params, name) is not None]
     return known, [s for s in known if s.shape.passes(params, name)]
+
+
+def accepts(params: list[Param], shape: CallShape) -> bool:
+    """Whether a call of `shape` binds to `params` without a TypeError."""
+    unknown, too_many, missing, twice = bind_problems(params, shape)
+    return not (unknown or too_many or missing or twice)
+
+
+def why_rejected(params: list[Param], shape: CallShape) -> str:
+    """What of a call of `shape` the parameters `params` do not accept (one phrase)."""
+    unknown, too_many, missing, twice = bind_problems(params, shape)
+    if unknown:
+        return ", ".join(f"`{k}=`" for k in unknown)
+    if too_many:
+        return f"{shape.positional} positional arguments"
+    if missing:
+        return "no " + ", ".join(f"`{p}`" for p in missing)
+    return ", ".join(f"`{p}` twice" for p in twice)
+
+
+def rejected_calls(
+    patched: list[Param], upstream: list[Param], typed: list, by_name: list, name: str = ""
+) -> list[tuple[Any, str, bool]]:
+    """The call sites of NEW that bind to upstream's definition but not to the patched one,
+    with what is rejected: `typed`, the sites that resolve to the definition; `by_name`, calls
+    of a method called `name` on a receiver of unknown type, counted only when they pass a
+    keyword that upstream's definition takes and the patched one does not (the link to it).
+    Each as (site, what is rejected, found by name); the sites that resolve first, then the
+    calls by name made from a definition of the same name (a delegating wrapper), then the rest."""
+    patched_names = set(param_names(patched))
+    link = {n for n in param_names(upstream) if n not in patched_names}
+    out: list[tuple[Any, str, bool]] = []
+    seen: set[tuple[str, int]] = set()
+    for sites, linked in ((typed, False), (by_name, True)):
+        for s in sites:
+            key = (s.path, s.line)
+            if key in seen or not accepts(upstream, s.shape) or accepts(patched, s.shape):
+                continue
+            if linked and not (set(s.shape.keywords) & link):
+                continue
+            seen.add(key)
+            out.append((s, why_rejected(patched, s.shape), linked))
+
+    def rank(item: tuple[Any, str, bool]) -> int:
+        site, _, linked = item
+        if not linked:
+            return 0
+        return 1 if site.symbol and site.symbol.rsplit(".", 1)[-1] == name else 2
+
+    return sorted(out, key=rank)
+
+
+def render_params(params: list[Param]) -> str:
+    """`(self, indices, mamba_indices=None)`-like text of a parameter list (defaults elided)."""
+    parts = []
+    for p in params:
+        prefix = {"vararg": "*", "varkw": "**"}.get(p.kind, "")
+        parts.append(prefix + p.name + ("=..." if p.has_default else ""))
+    return "(" + ", ".join(parts) + ")"

@@ -13,38 +13,56 @@ from __future__ import annotations
 
 import ast
 import difflib
-import math
-import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
+from patchaudit.analysis.relocation import Move, NewEngine, move_of, relocate_definitions, summarise
 from patchaudit.engine.definitions import ModuleIndex, parse_python
 from patchaudit.inputs import source_lines
 
 
 @dataclass
 class Relocation:
-    """Where the definitions of a file that NEW no longer has went."""
+    """Where the definitions of a file that NEW no longer has (or turned into a
+    re-export shim) went, definition by definition (`patchaudit/analysis/relocation.py`)."""
 
     old_path: str
-    new_path: str | None  # None: not found (the file's code was removed)
-    matched: int = 0  # definitions of the old file found in new_path
+    new_path: str | None  # the file most of them went to; None: not found (removed upstream)
+    matched: int = 0  # functions and methods of the old file found in new_path
     total: int = 0
-    classes: dict[str, str] = field(default_factory=dict)  # old class -> renamed class in new_path
+    classes: dict[str, str] = field(default_factory=dict)  # old class -> renamed class
     others: list[tuple[str, int]] = field(default_factory=list)  # more files holding some of them
+    moves: dict[str, Move] = field(default_factory=dict)  # old qualname -> where it is now
+    shim: list[str] = field(default_factory=list)  # NEW keeps the file as a re-export of these modules
+
+    @property
+    def found(self) -> int:
+        return self.matched + sum(n for _, n in self.others)
+
+    def destination(self, symbol: str | None) -> Move | None:
+        """Where the OLD definition `symbol` (or its nearest enclosing one) is now."""
+        return move_of(self.moves, symbol)
 
     def describe(self, new_label: str) -> str:
-        if self.new_path is None:
-            return (
-                f"{self.old_path} does not exist in {new_label} and its definitions were not found "
-                f"elsewhere (removed upstream)"
-            )
-        out = (
-            f"{self.old_path} does not exist in {new_label}: its definitions moved to {self.new_path} "
-            f"({self.matched} of {self.total} functions and methods defined there"
+        gone = (
+            f"{self.old_path} is a re-export of {', '.join(self.shim)} in {new_label}"
+            if self.shim
+            else f"{self.old_path} does not exist in {new_label}"
         )
+        if self.new_path is None:
+            return f"{gone} and its definitions were not found elsewhere (removed upstream)"
         if self.others:
-            out += "; " + ", ".join(f"{n} in {p}" for p, n in self.others)
+            files = [(self.new_path, self.matched)] + list(self.others)
+            out = (
+                f"{gone}: its definitions were split across {len(files)} files ("
+                + ", ".join(f"{n} in {p}" for p, n in files)
+                + f"; {self.found} of {self.total} functions and methods found"
+            )
+        else:
+            out = (
+                f"{gone}: its definitions moved to {self.new_path} "
+                f"({self.matched} of {self.total} functions and methods defined there"
+            )
         out += ")"
         if self.classes:
             out += "; " + ", ".join(f"class {a} is now {b}" for a, b in sorted(self.classes.items()))
@@ -58,6 +76,8 @@ class Relocation:
             "total": self.total,
             "classes": dict(self.classes),
             "others": [{"path": p, "matched": n} for p, n in self.others],
+            "shim": list(self.shim),
+            "symbols": {q: m.to_json() for q, m in sorted(self.moves.items())},
         }
 
 
@@ -176,56 +196,24 @@ def changed_lines(a: list[str], b: list[str]) -> tuple[int, int]:
 # relocations
 
 
-_DEF = re.compile(r"^[ \t]*(?:async[ \t]+)?def[ \t]+([A-Za-z_]\w*)", re.M)
-
-
-def definitions_by_name(texts: dict[str, str]) -> dict[str, set[str]]:
-    """Function name -> the files (of `texts`: path -> source) that define one by that name."""
-    idx: dict[str, set[str]] = {}
-    for path, text in texts.items():
-        for name in set(_DEF.findall(text)):
-            idx.setdefault(name, set()).add(path)
-    return idx
+def relocate(
+    old_path: str,
+    mod: ModuleIndex,
+    old_lines: list[str],
+    new: NewEngine,
+    shim: list[str] | None = None,
+    hints: list[str] | None = None,
+) -> Relocation:
+    """Where OLD's module `mod` (at `old_path`) went in NEW, definition by definition;
+    `shim`: the modules NEW's file re-exports (their paths in `hints`)."""
+    moves = relocate_definitions(mod, old_lines, new, hints)
+    best, matched, others, classes = summarise(moves, mod)
+    total = sum(1 for f in list(mod.functions) + [m for c in mod.classes.values() for m in c.methods] if not _dunder(f))
+    return Relocation(old_path, best, matched, total, classes, others, moves, list(shim or []))
 
 
 def _dunder(name: str) -> bool:
     return name.startswith("__") and name.endswith("__")
-
-
-def relocate(
-    old_path: str, mod: ModuleIndex, index: dict[str, set[str]], new_module: Callable[[str], ModuleIndex | None]
-) -> Relocation:
-    """Where OLD's module `mod` (at `old_path`) went in NEW: the file defining most of its
-    functions and methods again (`index`: NEW's `definitions_by_name`), with its renamed
-    classes (matched by their methods, in `new_module(path)`)."""
-    defs = [(None, f) for f in mod.functions] + [(c.qualname, m) for c in mod.classes.values() for m in c.methods]
-    names = {n for _, n in defs if not _dunder(n)}
-    counts: dict[str, int] = {}
-    for n in names:
-        for p in index.get(n, ()):
-            counts[p] = counts.get(p, 0) + 1
-    reloc = Relocation(old_path, None, 0, len(names))
-    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
-    if ranked and names and ranked[0][1] >= max(1, math.ceil(len(names) / 2)):
-        best, matched = ranked[0]
-        reloc.new_path, reloc.matched = best, matched
-        rest = {m for m in names if best not in index.get(m, ())}
-        if rest:  # a split module: where the definitions the best file lacks went
-            more: dict[str, int] = {}
-            for m in rest:
-                for p in index.get(m, ()):
-                    more[p] = more.get(p, 0) + 1
-            reloc.others = sorted(more.items(), key=lambda kv: (-kv[1], kv[0]))[:2]
-        new_mod = new_module(best)
-        if new_mod is not None:
-            for cq, cls in mod.classes.items():
-                ms = {m for m in cls.methods if not _dunder(m)}
-                if cq in new_mod.classes or not ms:
-                    continue
-                cands = sorted(((len(ms & set(c.methods)), q) for q, c in new_mod.classes.items()), reverse=True)
-                if cands and cands[0][0] >= math.ceil(len(ms) / 2):
-                    reloc.classes[cq] = cands[0][1]
-    return reloc
 
 
 # --------------------------------------------------------------------------
@@ -249,6 +237,9 @@ def _touched_functions(h, start: int, o_ranges: list[tuple[str, int, int]]) -> l
 
 def _new_name(q: str, by_q: dict[str, tuple[int, int]], reloc: Relocation | None) -> str | None:
     nq: str | None = q
+    mv = reloc.moves.get(q) if reloc is not None else None
+    if mv is not None and mv.new in by_q:
+        return mv.new
     if reloc is not None and reloc.classes:
         head, _, rest = q.partition(".")
         if head in reloc.classes and rest:

@@ -361,3 +361,24 @@ def calls_in(tree: ast.AST):
             elif isinstance(child, ast.Call):
                 yield child, cls, sym
             stack.append((child, c_cls, c_sym))
+
+
+def name_call_sites(index: "EngineIndex", name: str) -> list[CallSite]:
+    """Every call of a method or function called `name` in this engine, whatever its receiver
+    (`obj.name(...)`, `self.x.name(...)`, `name(...)`): the calls that may reach a definition
+    of that name when the receiver's type is not known statically (memoised)."""
+    memo = index.__dict__.setdefault("_name_call_sites", {})
+    if name in memo:
+        return memo[name]
+    out: list[CallSite] = []
+    for path in index.files_containing(f"{name}("):
+        mod = index.module_by_path(path)
+        if mod is None or mod.tree is None:
+            continue
+        for call, _cls, symbol in calls_in(mod.tree):
+            callee = ast_callee(call.func)
+            if callee is not None and callee.rsplit(".", 1)[-1] == name:
+                out.append(CallSite(path, call.lineno, symbol, ast_call_shape(call)))
+    out.sort(key=lambda s: (s.path, s.line))
+    memo[name] = out
+    return out

@@ -97,10 +97,50 @@ def _locate(findings: list[Finding], rows: list[HunkRow]) -> None:
                 f.target = Target(moved.moved_to, None, None)
             continue
         side = row.new if row.new is not None and row.new.status not in ("missing-file",) else (row.moved or row.old)
+        if row.moved is not None and row.new is not None and row.new.status == "failed":
+            side = row.moved  # a re-export shim: the hunk's code is where it moved
         if side is None:
             continue
         path = row.moved_to if side is row.moved and row.moved_to else side.path
         f.target = Target(path or row.target, side.source_line or side.line, side.symbol or row.symbol)
+
+
+def _applies(side: Side | None) -> str:
+    if side is None:
+        return "not tried"
+    if side.status == "failed":
+        near = f", nearest match at line {side.nearest[0]}" if side.nearest else ""
+        return f"does not apply there either{near}"
+    return {"clean": "applies there cleanly", "already-applied": "is already applied there"}.get(
+        side.status, f"applies there with {side.label()}"
+    )
+
+
+def _name_destinations(findings: list[Finding], rows: list[HunkRow]) -> None:
+    """PA201 on a hunk (or a file) whose code upstream moved says where it is now and
+    how the hunk applies there."""
+    by_hunk = {(r.patch, r.patch_line): r for r in rows if r.moved_to}
+    by_section: dict[tuple[str, int | None], list[HunkRow]] = {}
+    for r in rows:
+        if r.moved_to:
+            by_section.setdefault((r.patch, r.section_line), []).append(r)
+    for f in findings:
+        if f.code != "PA201":
+            continue
+        row = by_hunk.get((f.path, f.line))
+        if row is not None and row.new is not None and row.new.status == "failed":
+            sym = f" (`{row.moved_symbol}`)" if row.moved_symbol else ""
+            f.message += f"; upstream moved its code to {row.moved_to}{sym}: the hunk {_applies(row.moved)}"
+            continue
+        moved = by_section.get((f.path, f.line))
+        if moved:
+            parts = [
+                f"hunk #{r.hunk} to {r.moved_to}"
+                + (f" `{r.moved_symbol}`" if r.moved_symbol else "")
+                + f" ({_applies(r.moved).replace(' there', '')})"
+                for r in moved
+            ]
+            f.message += "; upstream moved its code: " + "; ".join(parts)
 
 
 def _reword_incomplete(findings: list[Finding], new_name: str) -> None:
@@ -118,44 +158,62 @@ def _reword_incomplete(findings: list[Finding], new_name: str) -> None:
             )
 
 
-def _hunk_rows(pair: PatchPair, audit: BumpAudit) -> list[HunkRow]:
+def _moved_sides(sec, orec, reloc: Relocation, audit: BumpAudit, only: set[int] | None) -> dict[int, tuple]:
+    """Hunk header line -> (NEW file, NEW symbol, Side) for the hunks of a file whose code
+    moved: each hunk goes where its OLD symbol went and is applied there (`only`: the
+    hunks to place, None for all)."""
+    from patchaudit.engine.definitions import index_module
     from patchaudit.patching.apply import apply_hunks, split_lines
 
+    old_by = {h.patch_line: h for h in orec.hunks} if orec is not None else {}
+    groups: dict[str, list] = {}
+    dest: dict[int, tuple[str, str | None]] = {}
+    for h in sec.hunks:
+        if only is not None and h.header_line not in only:
+            continue
+        oh = old_by.get(h.header_line)
+        mv = reloc.destination(oh.symbol if oh is not None else None)
+        path = mv.path if mv is not None else reloc.new_path
+        if path is None:
+            continue
+        dest[h.header_line] = (path, mv.new if mv is not None else None)
+        groups.setdefault(path, []).append(h)
+    out: dict[int, tuple] = {}
+    for path, hunks in groups.items():
+        text = audit.new.read_text(path) or ""
+        lines, eol = split_lines(text)
+        try:
+            applied = apply_hunks(lines, [h.to_spec() for h in hunks], ends_with_newline=eol)
+        except ValueError:
+            continue
+        ix = audit.new_index.module_by_path(path) or index_module(path, text)
+        for h, r in zip(hunks, applied.hunks):
+            at = first_change(h, r.source_line or h.source_start)
+            side = Side(r.status, path, r.offset, r.fuzz, r.line, r.source_line, ix.symbol_at(at), r.nearest)
+            out[h.header_line] = (path, dest[h.header_line][1], side)
+    return out
+
+
+def _hunk_rows(pair: PatchPair, audit: BumpAudit) -> list[HunkRow]:
     old_res, new_res = pair.old_result, pair.new_result
     old_by = {h.patch_line: h for h in old_res.hunks} if old_res is not None else {}
     new_by = {h.patch_line: h for h in new_res.hunks}
     rows: list[HunkRow] = []
     for rec in new_res.sections:
         sec = rec.section
-        moved_to, moved = None, {}
-        if rec.missing and sec.hunks:
-            orec = next(
-                (r for r in (old_res.sections if old_res else []) if r.section.header_line == sec.header_line), None
-            )
-            reloc = (
-                audit.relocation(orec.engine_path)
-                if orec is not None and orec.engine_path and orec.original_text is not None
-                else None
-            )
-            if reloc is not None and reloc.new_path:
-                moved_to = reloc.new_path
-                text = audit.new.read_text(moved_to) or ""
-                lines, eol = split_lines(text)
-                try:
-                    applied = apply_hunks(lines, [h.to_spec() for h in sec.hunks], ends_with_newline=eol)
-                    mod = audit.new_index.module_by_path(moved_to)
-                    from patchaudit.engine.definitions import index_module
-
-                    ix = index_module(moved_to, text) if mod is None else mod
-                    for h, r in zip(sec.hunks, applied.hunks):
-                        at = first_change(h, r.source_line or h.source_start)
-                        moved[h.header_line] = Side(
-                            r.status, moved_to, r.offset, r.fuzz, r.line, r.source_line, ix.symbol_at(at), r.nearest
-                        )
-                except ValueError:
-                    pass
+        moved: dict[int, tuple] = {}
+        orec = next(
+            (r for r in (old_res.sections if old_res else []) if r.section.header_line == sec.header_line), None
+        )
+        if sec.hunks and orec is not None and orec.engine_path and orec.original_text is not None:
+            reloc = audit.relocation(orec.engine_path)
+            if reloc is not None and (rec.missing or reloc.shim):
+                # a file NEW lacks: every hunk; a re-export shim: the hunks that fail on it
+                failed = None if rec.missing else {h.patch_line for h in rec.hunks if h.status == "failed"}
+                moved = _moved_sides(sec, orec, reloc, audit, failed)
         for h in sec.hunks:
             o, n = old_by.get(h.header_line), new_by.get(h.header_line)
+            to, to_symbol, side = moved.get(h.header_line, (None, None, None))
             rows.append(
                 HunkRow(
                     pair.patch.path,
@@ -164,10 +222,11 @@ def _hunk_rows(pair: PatchPair, audit: BumpAudit) -> list[HunkRow]:
                     sec.path,
                     Side.of(o) if o else None,
                     Side.of(n) if n else None,
-                    moved_to,
+                    to,
                     sec.header_line,
-                    moved.get(h.header_line),
+                    side,
                     (h.header_line in pair.changed_hunks) if pair.changes_computed else None,
+                    to_symbol,
                 )
             )
     return rows
@@ -215,6 +274,8 @@ def run_bump(
             audit.new_name,
             errors=list(getattr(settings, "problems", ())) + list(errors),
             files=len(files),
+            old_kind=old.kind,
+            new_kind=new.kind,
         )
         try:
             # NEW with every patch applied, in the order given: what the patched engine defines
@@ -255,6 +316,7 @@ def run_bump(
         except EngineError as exc:
             raise BumpError(str(exc)) from None
         _locate(report.findings, report.hunks)
+        _name_destinations(report.findings, report.hunks)
         _reword_incomplete(report.findings, audit.new_name)
         report.findings.sort(key=Finding.sort_key)
         return report

@@ -17,12 +17,12 @@ from __future__ import annotations
 import ast
 from typing import Any
 
+from patchaudit.analysis.relocation import NameIndex, NewEngine, reexported
 from patchaudit.analysis.signatures import CallTarget
 from patchaudit.analysis.upstream import (
     HunkChange,
     MissingFile,
     Relocation,
-    definitions_by_name,
     function_ranges,
     hunk_change,
     relocate,
@@ -60,7 +60,7 @@ class BumpAudit:
         self.pairs: dict[str, PatchPair] = {}
         self._relocations: dict[str, Relocation | None] = {}
         self._ranges: dict[tuple[str, str], list[tuple[str, int, int]]] = {}
-        self._def_index: dict[str, set[str]] | None = None
+        self._def_index: NameIndex | None = None
         self._trees: dict[tuple, Any] = {}
 
     # ----- per patch ----------------------------------------------------------
@@ -120,19 +120,34 @@ class BumpAudit:
             )
 
     # ----- relocations ----------------------------------------------------------
-    def _defs_by_name(self) -> dict[str, set[str]]:
+    def _defs_by_name(self) -> NameIndex:
         if self._def_index is None:
-            self._def_index = definitions_by_name(self.new_index.py_texts())
+            self._def_index = NameIndex.of(self.new_index.py_texts())
         return self._def_index
 
+    def _new_lines(self, path: str) -> list[str]:
+        from patchaudit.inputs import source_lines
+
+        return source_lines(self.new.read_text(path) or "")
+
     def relocation(self, old_path: str) -> Relocation | None:
-        """Where the definitions of OLD's `old_path` are in NEW, when NEW lacks that file."""
+        """Where the definitions of OLD's `old_path` are in NEW, when NEW lacks that file or
+        keeps it only as a re-export shim (`from .dsa.dsa_indexer import *`)."""
         if old_path in self._relocations:
             return self._relocations[old_path]
+        from patchaudit.inputs import source_lines
+
         reloc = None
         mod = self.old_index.module_by_path(old_path) if old_path.endswith(".py") else None
-        if mod is not None and not self.new.has(old_path):
-            reloc = relocate(old_path, mod, self._defs_by_name(), self.new_index.module_by_path)
+        if mod is not None and (mod.classes or mod.functions):
+            shim: list[str] = []
+            if self.new.has(old_path):
+                shim = reexported(self.new_index.module_by_path(old_path))
+            if shim or not self.new.has(old_path):
+                hints = [p for p in (self.new.module_path(m) for m in shim) if p]
+                engine = NewEngine(self._defs_by_name(), self.new_index.module_by_path, self._new_lines)
+                text = self.old.read_text(old_path) or ""
+                reloc = relocate(old_path, mod, source_lines(text), engine, shim, hints)
         self._relocations[old_path] = reloc
         return reloc
 
@@ -181,26 +196,20 @@ class BumpAudit:
         for rec, orec in sections_changed(old_res.sections, new_res.sections):
             sec = rec.section
             old_path = orec.engine_path or sec.path
-            reloc = None
-            if rec.missing:
-                reloc = self.relocation(old_path)
-                new_path = reloc.new_path if reloc else None
-                new_text = self.new.read_text(new_path) if new_path else None
+            reloc = self.relocation(old_path)
+            if rec.missing or reloc is not None:
                 out.append(MissingFile(sec.header_line, old_path, reloc))
-            else:
-                new_path, new_text = rec.engine_path, rec.original_text
             old_hunks = {h.patch_line: h for h in orec.hunks}
             new_hunks = {h.patch_line: h for h in rec.hunks}
             for h in sec.hunks:
+                oh = old_hunks.get(h.header_line)
+                new_path, new_text = rec.engine_path, rec.original_text
+                if rec.missing or reloc is not None:
+                    mv = reloc.destination(oh.symbol if oh else None) if reloc else None
+                    new_path = mv.path if mv else (reloc.new_path if reloc else None)
+                    new_text = self.new.read_text(new_path) if new_path else None
                 change = self._hunk_change(
-                    h,
-                    old_hunks.get(h.header_line),
-                    new_hunks.get(h.header_line),
-                    old_path,
-                    orec.original_text,
-                    new_path,
-                    new_text,
-                    reloc,
+                    h, oh, new_hunks.get(h.header_line), old_path, orec.original_text, new_path, new_text, reloc
                 )
                 if change is not None:
                     pair.changed_hunks.add(h.header_line)
@@ -212,15 +221,17 @@ class BumpAudit:
         name = qualname.rsplit(".", 1)[-1]
         if name.startswith("__") and name.endswith("__"):
             return None
-        paths = self._defs_by_name().get(name, set())
-        if len(paths) != 1:
+        from patchaudit.analysis.relocation import bare
+
+        paths = self._defs_by_name().defs.get(bare(name), set())
+        if not paths or len(paths) > 8:
             return None
-        mod = self.new_index.module_by_path(next(iter(paths)))
-        if mod is None:
-            return None
-        found = [f for f in mod.functions.values() if f.name == name] + [
-            c.methods[name] for c in mod.classes.values() if name in c.methods
-        ]
+        found: list[FuncInfo] = []
+        for path in sorted(paths):
+            mod = self.new_index.module_by_path(path)
+            if mod is not None:
+                found += [f for f in mod.functions.values() if f.name == name]
+                found += [c.methods[name] for c in mod.classes.values() if name in c.methods]
         return found[0] if len(found) == 1 else None
 
     def _hunk_change(
@@ -287,10 +298,15 @@ class BumpAudit:
             return got
         # the file moved in NEW: its OLD path is the one whose relocation lands here
         for reloc in self._relocations.values():
-            if reloc is None or reloc.new_path != f.path:
+            if reloc is None:
                 continue
             mod = self.old_index.module_by_path(reloc.old_path)
             if mod is None:
+                continue
+            back_q = next((q for q, m in reloc.moves.items() if (m.path, m.new) == (f.path, f.qualname)), None)
+            if back_q is not None and (got := self.old_index.function(mod, back_q)) is not None:
+                return got
+            if reloc.new_path != f.path:
                 continue
             cls_q, _, name = f.qualname.rpartition(".")
             back = {v: k for k, v in reloc.classes.items()}
@@ -370,6 +386,45 @@ class BumpAudit:
             )
         return out
 
+    def patched_definitions(self, unit) -> list[tuple[FuncInfo, FuncInfo, list, list]]:
+        """The definitions whose `def` line a patch adds or changes in this unit, that replace
+        (same class) or override (a base class) one of NEW whose parameters differ: (the
+        patched definition, upstream's in NEW, NEW's call sites resolved to upstream's, NEW's
+        calls of a method of that name on receivers of unknown type)."""
+        from patchaudit.engine.definitions import index_module
+        from patchaudit.engine.symbols import name_call_sites
+
+        path = unit.target_path
+        if not path or getattr(unit, "mode", "exact") != "exact":
+            return []
+        tree = parse_python(unit.text)
+        if tree is None:
+            return []
+        # the patched file as this unit has it (its lines are the unit's lines)
+        mod = index_module(path, unit.text, self.new.module_name(path), tree)
+        up_mod = self.new_index.module_by_path(path)
+        out = []
+        for node, cls_q in _defs_with_class(tree):
+            if not unit.judges(node.lineno, node.lineno) or cls_q is None:
+                continue
+            cls = mod.classes.get(cls_q)
+            mine = cls.methods.get(node.name) if cls is not None else None
+            if mine is None or mine.line != node.lineno:
+                continue  # not the definition the class ends up with
+            up = None
+            up_cls = up_mod.classes.get(cls_q) if up_mod is not None else None
+            if up_cls is not None and up_mod is not None:
+                up = up_cls.methods.get(node.name)
+                if up is None:
+                    found = self.new_index.find_method(up_mod, up_cls, node.name, skip_self=True)
+                    up = found[1] if found is not None else None
+            if up is None or up.bound_params() == mine.bound_params() or node.name.startswith("__"):
+                continue
+            sites = [s for s in call_sites(self.new_index, up) if not is_test_file(s.path)]
+            by_name = [s for s in name_call_sites(self.new_index, node.name) if not is_test_file(s.path)]
+            out.append((mine, up, sites, by_name))
+        return out
+
     def _complete_from_old(self, unit, line: int, callee: str) -> CallShape | None:
         """The whole call, from OLD's patched file, for a call a failed hunk cuts off.
 
@@ -406,3 +461,17 @@ class BumpAudit:
             if isinstance(node, ast.Call) and node.lineno == target and ast_callee(node.func) == callee:
                 return ast_call_shape(node)
         return None
+
+
+def _defs_with_class(tree: ast.AST):
+    """(def node, enclosing class qualname or None) for every function of a module."""
+    stack: list[tuple[ast.AST, str | None]] = [(tree, None)]
+    while stack:
+        node, cls = stack.pop()
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.ClassDef):
+                stack.append((child, f"{cls}.{child.name}" if cls else child.name))
+            elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                yield child, cls
+            elif not isinstance(child, ast.expr):
+                stack.append((child, cls))

@@ -17,7 +17,13 @@ from patchaudit.engine.definitions import FuncInfo, ModuleIndex, index_module
 from patchaudit.files.reader import read_text
 from patchaudit.inputs import source_lines
 from patchaudit.pipeline.suppression import apply_per_file_ignores, apply_suppressions, dedupe_findings
-from patchaudit.rules._monkeypatch import bump_findings
+from patchaudit.rules._monkeypatch import bump_findings, guarded_reader
+
+
+def include_tests(settings) -> bool:
+    """`include-tests` of [tool.patchaudit.rules.PA206]: list assignments in test files too."""
+    opts = settings.options_for("PA206") if hasattr(settings, "options_for") else {}
+    return bool(opts.get("include-tests", False))
 
 
 def audit_bump(py_files: list[str], old_ctx, new_ctx, settings) -> list:
@@ -39,7 +45,7 @@ def audit_bump(py_files: list[str], old_ctx, new_ctx, settings) -> list:
             text = read_text(path, settings.max_file_size)
         except OSError:  # ReadError too
             continue
-        patches = collect(path, text, packages)
+        patches = collect(path, text, packages, include_tests(settings), guarded_reader(settings))
         if not patches:
             continue
         lines = source_lines(text)

@@ -77,6 +77,7 @@ class HunkRow:
     section_line: int | None = None  # the patch line of the hunk's file section
     moved: Side | None = None  # the hunk applied to moved_to
     changed_upstream: bool | None = None  # its engine code changed upstream (None: not computed)
+    moved_symbol: str | None = None  # where the OLD symbol it patches is defined in moved_to
 
     @property
     def symbol(self) -> str | None:
@@ -96,6 +97,7 @@ class HunkRow:
             "new": self.new.to_json() if self.new else None,
             "moved_to": self.moved_to,
             "moved": self.moved.to_json() if self.moved else None,
+            "moved_symbol": self.moved_symbol,
             "changed_upstream": self.changed_upstream,
         }
 
@@ -114,6 +116,21 @@ class BumpReport:
     relocations: list[Relocation] = field(default_factory=list)
     files: int = 0
     parsed: int = 0
+    old_kind: str = ""  # the engine sources' kinds (git, wheel, sdist, directory)
+    new_kind: str = ""
+
+    @property
+    def commits_note(self) -> str | None:
+        """Why no upstream commit is named, when OLD and NEW are not two git revisions."""
+        if self.old_kind == self.new_kind == "git" or not (self.old_kind or self.new_kind):
+            return None
+        plural = {"directory": "directories", "overlay": "overlays"}
+        kinds = [plural.get(k, k + "s") for k in sorted({k for k in (self.old_kind, self.new_kind) if k != "git"})]
+        return (
+            f"Upstream commits are not named: the engine sources are {' and '.join(kinds)}, which carry no "
+            f"history. Give two revisions of the engine's git repository (`--from REPO@OLD --to REPO@NEW`, "
+            f"or `--engine {self.engine}=REPO --from OLD --to NEW`) to see the commits that changed each hunk's code."
+        )
 
     @property
     def exit_code(self) -> int:

@@ -142,11 +142,15 @@ def _hunk_rows(src, data: bytes, engines, packages: tuple[str, ...], inv: Invent
             )
 
 
-def _monkeypatch_rows(path: str, text: str, ctxs: list, packages: tuple[str, ...], inv: Inventory) -> None:
+def _monkeypatch_rows(
+    path: str, text: str, ctxs: list, packages: tuple[str, ...], inv: Inventory, settings: Settings
+) -> None:
     from patchaudit.analysis.monkeypatch import collect, contexts_for, gated_off, resolve_target
     from patchaudit.engine.versions import engine_title
+    from patchaudit.pipeline.bump_monkeypatch import include_tests
+    from patchaudit.rules._monkeypatch import guarded_reader
 
-    for mp in collect(path, text, packages):
+    for mp in collect(path, text, packages, include_tests(settings), guarded_reader(settings)):
         symbol = mp.target
         detail = mp.form
         if mp.function:
@@ -229,7 +233,7 @@ def build_inventory(paths: list[str], settings: Settings) -> Inventory:
                 except UnicodeDecodeError as exc:
                     inv.errors.append(FileError(src.path, f"not valid UTF-8 (byte 0x{data[exc.start]:02x})"))
                     continue
-                _monkeypatch_rows(src.path, text, ctxs, packages, inv)
+                _monkeypatch_rows(src.path, text, ctxs, packages, inv, settings)
         except RecursionError:
             inv.errors.append(FileError(src.path, "input nested too deeply (recursion limit)"))
         except Exception as exc:  # one bad file never stops the inventory

@@ -1,13 +1,42 @@
 """The text report of `patchaudit bump` (a `patchaudit.pipeline.bump.BumpReport`).
 
-The hunk table (how every hunk applies to OLD and to NEW, the ones whose code
-changed upstream), the findings, and a summary line; every value escaped
-(patchaudit/model/escape.py).
+Ordered by what a reviewer must act on: the errors first, then the warnings
+and infos, each in patch order; a PA203 (patched code changed upstream) on a
+hunk that already has a PA201/PA202/PA208 is folded under that finding (one
+hunk, one entry).  Then the hunk table (how every hunk applies to OLD and to
+NEW, where the code of a moved file went) and a summary line; every value
+escaped (patchaudit/model/escape.py).
 """
 
 from __future__ import annotations
 
 from patchaudit.model.escape import safe_lines, visible
+from patchaudit.model.findings import Finding
+
+#: the findings a PA203 on the same hunk is folded into
+HOSTS = ("PA201", "PA202", "PA208")
+_RANK = {"error": 0, "warning": 1, "info": 2}
+
+
+def fold(findings: list[Finding]) -> tuple[list[Finding], dict[int, list[Finding]]]:
+    """(the findings to show, errors first, then warnings, then infos, each in patch order;
+    {id(host): the PA203 findings folded into it}): a PA203 at the @@ line (or file header)
+    of a hunk that has a PA201, PA202 or PA208 there says nothing the reviewer does not
+    already act on, so it goes under that finding."""
+    hosts: dict[tuple[str, int], Finding] = {}
+    for f in findings:
+        if f.code in HOSTS:
+            hosts.setdefault((f.path, f.line), f)
+    shown: list[Finding] = []
+    folded: dict[int, list[Finding]] = {}
+    for f in findings:
+        host = hosts.get((f.path, f.line)) if f.code == "PA203" else None
+        if host is not None:
+            folded.setdefault(id(host), []).append(f)
+        else:
+            shown.append(f)
+    shown.sort(key=lambda f: (_RANK.get(f.severity.value, 3), f.path, f.line, f.column, f.code))
+    return shown, folded
 
 
 def render_text(report, color: bool = False) -> str:
@@ -15,8 +44,17 @@ def render_text(report, color: bool = False) -> str:
     from patchaudit.reporters.text import format_finding, style
 
     v = visible
-
     out = [style(f"patchaudit bump {v(report.engine)}: {v(report.old_name)} -> {v(report.new_name)}", color, bold=True)]
+    note = report.commits_note
+    if note:
+        out.append(note.replace("`", ""))
+    shown, folded = fold(report.findings)
+    if shown:
+        out.append("")
+        for f in shown:
+            out.append(format_finding(f, color))
+            for extra in folded.get(id(f), []):
+                out.append(f"    also {extra.code}: {v(extra.message)}")
     if report.hunks:
         out.append("")
         out.append(f"Hunks (on {v(report.old_name)} -> on {v(report.new_name)}):")
@@ -24,13 +62,11 @@ def render_text(report, color: bool = False) -> str:
             old = v(row.old.label()) if row.old else "-"
             new = v(row.new.label()) if row.new else "-"
             if row.moved_to:
-                new += f" (moved to {v(row.moved_to)}: {v(row.moved.label()) if row.moved else '?'})"
+                sym = f" {v(row.moved_symbol)}" if row.moved_symbol else ""
+                new += f" (moved to {v(row.moved_to)}{sym}: {v(row.moved.label()) if row.moved else '?'})"
             flag = "  [changed upstream]" if row.changed_upstream else ""
             sym = f"  {v(row.symbol)}" if row.symbol else ""
             out.append(f"  {v(row.patch)}:{row.patch_line}  {v(row.target)}  #{row.hunk}{sym}  {old} -> {new}{flag}")
-    if report.findings:
-        out.append("")
-        out.extend(format_finding(f, color) for f in report.findings)
     out.append("")
     out.append(summary_line(report))
     return safe_lines("\n".join(out) + "\n")
@@ -52,4 +88,7 @@ def summary_line(report) -> str:
     if not n:
         return f"No findings ({hunks})."
     parts = ", ".join(f"{v} {k}{'s' if v != 1 else ''}" for k, v in by.items() if v)
-    return f"Found {n} finding{'s' if n != 1 else ''} ({parts}); {hunks}."
+    _, folded = fold(report.findings)
+    n_folded = sum(len(v) for v in folded.values())
+    also = f", {n_folded} PA203 folded into their hunk's PA201/PA202/PA208" if n_folded else ""
+    return f"Found {n} finding{'s' if n != 1 else ''} ({parts}{also}); {hunks}."

@@ -7,9 +7,13 @@ finding with its place in the patch and in the engine and the hunk it is
 about (folded), and each patch's hunk table (folded).  For `check`: the
 headline and the findings.
 
-GitHub refuses comments over 65,536 characters: past `LIMIT` the hunk
-excerpts are left out, then the details are cut with a note saying how many
-findings are not shown (the json report has them all).
+Ordered by what a reviewer must act on: every error first (always shown),
+then the warnings and infos grouped by rule; a PA203 on a hunk that already
+has a PA201/PA202/PA208 is folded into that finding (`reporters/bump.fold`).
+GitHub refuses comments over 65,536 characters: past `LIMIT` the hunk tables
+and the hunk excerpts of warnings go first, then those of errors, then the
+warnings and infos are cut, the largest groups first, to fill the limit, with
+a note saying how many are not shown (the json report has them all).
 """
 
 from __future__ import annotations
@@ -52,7 +56,7 @@ def _by_rule(findings) -> str:
     return " · ".join(f"{code} ×{n}" for code, n in sorted(c.items())) or "–"
 
 
-def _finding_block(f, with_hunk: bool) -> list[str]:
+def _finding_block(f, with_hunk: bool, folded=()) -> list[str]:
     where = f"{f.path}:{f.line}"
     head = f"- {_ICON.get(f.severity.value, '')} **{f.code}** {_code(where)}"
     if f.target is not None:
@@ -61,6 +65,8 @@ def _finding_block(f, with_hunk: bool) -> list[str]:
         if f.target.symbol:
             head += f" in {_code(f.target.symbol)}"
     lines = [head, f"  {_escape(f.message)}"]
+    for extra in folded:  # a PA203 on the same hunk (reporters/bump.fold)
+        lines.append(f"  - also **{extra.code}**: {_escape(extra.message)}")
     for k, step in enumerate(f.trace, 1):
         lines.append(f"  {k}. {_code(f'{step.path}:{step.line}')} {_escape(step.note)}")
     if with_hunk and f.context:
@@ -72,6 +78,11 @@ def _finding_block(f, with_hunk: bool) -> list[str]:
     return lines
 
 
+def _compact(f) -> str:
+    """One line for an error when even the errors without their hunks do not fit."""
+    return f"- **{f.code}** {_code(f'{f.path}:{f.line}')} {_escape(f.message[:300])}"
+
+
 def _hunk_table(rows, old_name: str, new_name: str) -> list[str]:
     out = [
         f"| line | target | symbol | on {_escape(old_name, True)} | on {_escape(new_name, True)} | changed upstream |",
@@ -80,7 +91,8 @@ def _hunk_table(rows, old_name: str, new_name: str) -> list[str]:
     for r in rows:
         new = r.new.label() if r.new else "–"
         if r.moved_to:
-            new = f"moved to {_code(r.moved_to, True)}: {r.moved.label() if r.moved else '?'}"
+            sym = f" {_code(r.moved_symbol, True)}" if r.moved_symbol else ""
+            new = f"{new}; moved to {_code(r.moved_to, True)}{sym}: {r.moved.label() if r.moved else '?'}"
         changed = {True: "yes", False: "", None: "–"}[r.changed_upstream]
         out.append(
             f"| {r.patch_line} | {_code(r.target, True)} | {_code(r.symbol, True) if r.symbol else ''} | "
@@ -89,10 +101,8 @@ def _hunk_table(rows, old_name: str, new_name: str) -> list[str]:
     return out
 
 
-def render_bump(report, with_hunks: bool = True, max_findings: int | None = None) -> str:
-    from patchaudit.config.registry import all_rules
-
-    rules = all_rules()
+def _head(report, rules, shown_by_rule: Counter) -> list[str]:
+    """The headline, the per-patch-file and per-rule tables, the files that moved."""
     counts = report.hunk_counts()
     out = [f"### patchaudit bump {_code(report.engine)}: {_code(report.old_name)} → {_code(report.new_name)}", ""]
     hunk_txt = ", ".join(f"{v} {k}" for k, v in counts.items() if v) or "none"
@@ -100,65 +110,154 @@ def render_bump(report, with_hunks: bool = True, max_findings: int | None = None
         f"{_severity_counts(report.findings)} in {_plural(len(report.patches), 'patch file')} · "
         f"{_plural(len(report.hunks), 'hunk')} on {_escape(report.new_name)}: {hunk_txt}"
     )
+    note = getattr(report, "commits_note", None)
+    if note:
+        out += ["", f"> {_escape(note)}"]
     if report.errors:
         out.append("")
         out.append(f":no_entry: {_plural(len(report.errors), 'file')} could not be read:")
         out += [f"- {_code(str(e))}" for e in report.errors]
-    out.append("")
-    # one row per patch file
     out += [
+        "",
         "| patch file | hunks | clean | offset | fuzz | failed | other | findings |",
         "|:--|--:|--:|--:|--:|--:|--:|:--|",
     ]
-    by_file: dict[str, list] = {}
-    for f in report.findings:
-        by_file.setdefault(f.path, []).append(f)
-    files = list(report.patches) + sorted(p for p in by_file if p not in report.patches)
-    for p in files:
+    by_file = Counter(f.path for f in report.findings)
+    for p in list(report.patches) + sorted(p for p in by_file if p not in report.patches):
         c = report.hunk_counts(p)
         n = sum(c.values())
         other = n - c["clean"] - c["offset"] - c["fuzz"] - c["failed"]
         out.append(
             f"| {_code(p, True)} | {n} | {c['clean']} | {c['offset']} | {c['fuzz']} | {c['failed']} | {other} | "
-            f"{_by_rule(by_file.get(p, []))} |"
+            f"{_by_rule([f for f in report.findings if f.path == p])} |"
         )
     if report.findings:
-        out += ["", "**Findings by rule**", "", "| rule | severity | count |", "|:--|:--|--:|"]
+        out += ["", "**Findings by rule**", "", "| rule | severity | count | shown |", "|:--|:--|--:|--:|"]
         c = Counter((f.code, f.severity.value) for f in report.findings)
-        for (code, sev), n in sorted(c.items()):
+        for (code, sev), n in sorted(c.items(), key=lambda kv: (_RANK.get(kv[0][1], 3), kv[0][0])):
             name = rules[code].name if code in rules else ""
-            out.append(f"| {_escape(f'{code} {name}', True)} | {sev} | {n} |")
-    moved = [r for r in report.relocations]
-    if moved:
-        out += ["", "**Files that no longer exist in " + _escape(report.new_name) + "**", ""]
-        out += [f"- {_escape(r.describe(report.new_name))}" for r in moved]
-    out += ["", "#### Details"]
-    shown = 0
-    hidden = 0
-    for p in files:
-        fs = by_file.get(p, [])
+            out.append(f"| {_escape(f'{code} {name}', True)} | {sev} | {n} | {shown_by_rule.get((code, sev), 0)} |")
+    if report.relocations:
+        out += ["", "**Files whose code moved in " + _escape(report.new_name) + "**", ""]
+        out += [f"- {_escape(r.describe(report.new_name))}" for r in report.relocations]
+    return out
+
+
+_RANK = {"error": 0, "warning": 1, "info": 2}
+
+
+def _fill(groups: dict[str, list[str]], budget: int) -> dict[str, int]:
+    """How many blocks of each group fit in `budget` characters, cutting the largest groups
+    first: the largest per-group count k that fits, then one more block for the smallest
+    groups while there is room."""
+
+    def cost(k: int) -> int:
+        return sum(sum(len(b) for b in blocks[:k]) for blocks in groups.values())
+
+    lo, hi = 0, max((len(b) for b in groups.values()), default=0)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if cost(mid) <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    take = {g: min(len(b), lo) for g, b in groups.items()}
+    left = budget - cost(lo)
+    for g in sorted(groups, key=lambda g: len(groups[g])):
+        blocks = groups[g]
+        while take[g] < len(blocks) and len(blocks[take[g]]) <= left:
+            left -= len(blocks[take[g]])
+            take[g] += 1
+    return take
+
+
+def _blocks(findings, folded, with_hunk: bool) -> list[str]:
+    return ["\n".join(_finding_block(f, with_hunk, folded.get(id(f), ()))) + "\n" for f in findings]
+
+
+def render_bump(report, limit: int | None = None) -> str:
+    """The markdown report; with `limit`, cut to that many characters: every error kept
+    (with its hunk while that fits), the hunk tables and the hunks of warnings dropped
+    first, then warnings and infos cut, the largest groups (by rule) first."""
+    from patchaudit.config.registry import all_rules
+    from patchaudit.reporters.bump import fold
+
+    rules = all_rules()
+    shown, folded = fold(report.findings)
+    errors = [f for f in shown if f.severity.value == "error"]
+    rest = [f for f in shown if f.severity.value != "error"]
+    tables: list[str] = []
+    for p in report.patches:
         rows = [r for r in report.hunks if r.patch == p]
-        out += ["", f"##### {_code(p)}", ""]
-        for f in fs:
-            if max_findings is not None and shown >= max_findings:
-                hidden += 1
-                continue
-            out += _finding_block(f, with_hunks)
-            shown += 1
-        if not fs:
-            out.append("No findings.")
         if rows:
-            out += ["", f"<details><summary>{_plural(len(rows), 'hunk')} of {_escape(p)}</summary>", ""]
-            out += _hunk_table(rows, report.old_name, report.new_name)
-            out += ["", "</details>"]
-    if hidden:
-        out += [
-            "",
-            f"_{_plural(hidden, 'more finding')} not shown (comment size limit): run "
-            f"`patchaudit bump --format json` for the full report._",
-        ]
-    out += ["", f"<sub>from {_escape(report.old_label)} to {_escape(report.new_label)}</sub>"]
-    return safe_lines("\n".join(out) + "\n")
+            tables += ["", f"<details><summary>{_plural(len(rows), 'hunk')} of {_escape(p)}</summary>", ""]
+            tables += _hunk_table(rows, report.old_name, report.new_name) + ["", "</details>"]
+    foot = ["", f"<sub>from {_escape(report.old_label)} to {_escape(report.new_label)}</sub>"]
+    groups_of: dict[str, list] = {}
+    for f in rest:
+        groups_of.setdefault(f.code, []).append(f)
+    n_folded = sum(len(v) for v in folded.values())
+
+    def assemble(err_blocks: list[str], take: dict[str, int], w_hunks: bool, with_tables: bool, note: str) -> str:
+        counts = Counter((f.code, f.severity.value) for f in errors)
+        for code, fs in groups_of.items():
+            counts.update((f.code, f.severity.value) for f in fs[: take[code]])
+        for f in [f for f in errors] + [f for code, fs in groups_of.items() for f in fs[: take[code]]]:
+            counts.update((x.code, x.severity.value) for x in folded.get(id(f), ()))
+        out = _head(report, rules, counts)
+        if errors:
+            out += ["", f"#### :x: Errors ({len(errors)})", ""] + ["".join(err_blocks).rstrip("\n")]
+        if rest:
+            out += ["", f"#### Warnings and infos ({len(rest)})"]
+            for code, fs in groups_of.items():
+                k = take[code]
+                name = rules[code].name if code in rules else ""
+                cut = f", {k} shown" if k < len(fs) else ""
+                out += ["", f"##### {_escape(code)} {_escape(name)} ({len(fs)}{cut})", ""]
+                out.append("".join(_blocks(fs[:k], folded, w_hunks)).rstrip("\n") or "_none shown_")
+        if n_folded:
+            out += ["", f"_{_plural(n_folded, 'PA203 finding')} folded into the PA201/PA202/PA208 of the same hunk._"]
+        if not report.findings:
+            out += ["", "No findings."]
+        if with_tables and tables:
+            out += ["", "#### Hunks"] + tables
+        if note:
+            out += ["", note]
+        return safe_lines("\n".join(out + foot) + "\n")
+
+    full = {code: len(fs) for code, fs in groups_of.items()}
+    e_full, e_bare = _blocks(errors, folded, True), _blocks(errors, folded, False)
+    text = assemble(e_full, full, True, True, "")
+    if limit is None or len(text) <= limit:
+        return text
+    json_note = "run `patchaudit bump --format json` for the full report"
+    for e_blocks, w_hunks in ((e_full, False), (e_bare, False)):
+        text = assemble(e_blocks, full, w_hunks, True, "")
+        if len(text) <= limit:
+            return text
+    notes = f"_The hunk tables and some hunk excerpts are left out (comment size limit): {json_note}._"
+    for e_blocks in (e_full, e_bare):
+        base = assemble(e_blocks, dict.fromkeys(full, 0), False, False, notes)
+        if len(base) > limit:
+            continue
+        groups = {code: _blocks(fs, folded, False) for code, fs in groups_of.items()}
+        take = _fill(groups, limit - len(base) - 64 * len(groups))
+        hidden = sum(full[c] - take[c] for c in full)
+        note = notes
+        if hidden:
+            note = f"_{hidden} of {len(rest)} warnings and infos not shown (comment size limit): {json_note}._"
+        return assemble(e_blocks, take, False, False, note)
+    # not even the errors without their hunks fit: one line each, as many as fit
+    lines = [_compact(f) + "\n" for f in errors]
+    base = assemble([], dict.fromkeys(full, 0), False, False, "")
+    keep, size = 0, len(base) + 200
+    while keep < len(lines) and size + len(lines[keep]) <= limit:
+        size += len(lines[keep])
+        keep += 1
+    note = (
+        f"_{_plural(len(errors) - keep, 'more error')} and every warning not shown (comment size limit): {json_note}._"
+    )
+    return assemble(lines[:keep], dict.fromkeys(full, 0), False, False, note)
 
 
 def render_check(result) -> str:
@@ -173,11 +272,4 @@ def render_check(result) -> str:
 def render(result, *, color: bool = False, rules=None) -> str:
     if not hasattr(result, "relocations"):
         return render_check(result)
-    text = render_bump(result)
-    if len(text) > LIMIT:
-        text = render_bump(result, with_hunks=False)
-    n = len(result.findings)
-    while len(text) > LIMIT and n > 0:
-        n = n // 2 if n > 10 else n - 1
-        text = render_bump(result, with_hunks=False, max_findings=n)
-    return text
+    return render_bump(result, LIMIT)
