@@ -8,15 +8,11 @@ only its rule selected, the way `patchaudit check --select CODE` would.
 
 from __future__ import annotations
 
-import json
 import os
-import textwrap
 from pathlib import Path
 from typing import Any
 
 from patchaudit.config.registry import all_rules
-from patchaudit.config.settings import EngineSpec, Settings
-from patchaudit.inputs.discover import classify
 from patchaudit.lint.rule import Example, Rule, iter_examples
 
 
@@ -44,54 +40,19 @@ def write_tree(root: Path, files: dict[str, str]) -> None:
         p.write_text(content, encoding="utf-8")
 
 
-def run_example(rule: type[Rule], ex: Example, workdir: Path):
-    """Run one example; returns (findings of the rule, all findings, errors)."""
-    from patchaudit.pipeline.runner import run_check
+def run_example(rule: type[Rule], ex: Example, workdir: Path, keep: dict | None = None):
+    """Run one example; returns (findings of the rule, all findings, errors).  `keep`, if
+    given, receives the run's "settings", "result" and the example's "path" (for `check_fix`).
+    The run is `patchaudit test-rules`'s (patchaudit/pipeline/rule_examples.py)."""
+    from patchaudit.pipeline.rule_examples import run_example as run
 
-    workdir.mkdir(parents=True, exist_ok=True)
-    target = workdir / "src" / ex.file_name()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_bytes(ex.source.encode("utf-8", "surrogateescape"))
-    extra = []
-    for name, content in (ex.files or {}).items():
-        p = target.parent / name
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(textwrap.dedent(content).lstrip("\n"), encoding="utf-8")
-        if classify(name) is not None:  # data files (a quilt `series`) are only read
-            extra.append(p)
-    settings = Settings(select=[rule.code], cache=False, jobs=1)
-    if ex.engine is not None:
-        engine_dir = workdir / "engine"
-        write_tree(engine_dir, ex.engine)
-        settings.engines = [EngineSpec("sglang", str(engine_dir))]
-    if ex.options:
-        settings.rule_options = {rule.code: dict(ex.options)}
-    if ex.tokenizer is not None:
-        tok = workdir / "tokenizer.json"
-        tok.write_text(json.dumps(ex.tokenizer), encoding="utf-8")
-        settings.tokenizer = str(tok)
-    cwd = os.getcwd()
-    os.chdir(workdir)
-    try:
-        rel = [os.path.relpath(p, workdir) for p in [target, *extra]]
-        result: Any
-        if ex.engine_old is not None:  # an engine-pair rule: `patchaudit bump` from engine_old to engine
-            from patchaudit.pipeline.bump import run_bump
-
-            write_tree(workdir / "engine_old", ex.engine_old)
-            settings.engines = []
-            result = run_bump(rel, "sglang", "engine_old", "engine", settings)
-        else:
-            result = run_check(rel, settings)
-    finally:
-        os.chdir(cwd)
-    mine = [f for f in result.findings if f.code == rule.code]
-    return mine, result.findings, result.errors
+    return run(rule, ex, workdir, keep)
 
 
 def check_example(rule: type[Rule], invalid: bool, ex: Example, workdir: Path) -> None:
     """Assert the example behaves as declared (AssertionError with details otherwise)."""
-    mine, _, errors = run_example(rule, ex, workdir)
+    keep: dict[str, Any] = {}
+    mine, _, errors = run_example(rule, ex, workdir, keep)
     shown = "\n".join(f"  {f.path}:{f.line}:{f.column}: {f.code} {f.message}" for f in mine) or "  (none)"
     assert not errors, f"errors while running the example: {[str(e) for e in errors]}"
     if not invalid:
@@ -105,6 +66,31 @@ def check_example(rule: type[Rule], invalid: bool, ex: Example, workdir: Path) -
         assert first.line == ex.line, f"expected the finding on line {ex.line}:\n{shown}"
     if ex.contains is not None:
         assert ex.contains in first.message, f"expected {ex.contains!r} in the message:\n{shown}"
+    if ex.expected_fix is not None:
+        check_fix(rule, ex, workdir, keep)
+
+
+def check_fix(rule: type[Rule], ex: Example, workdir: Path, keep: dict[str, Any]) -> None:
+    """The example's file after its rule's fixes (`--fix`, `--unsafe-fixes` unless the example
+    says otherwise) is `ex.expected_fix`, re-checked with fewer findings of the rule; the
+    file on disk is not written (`--diff`'s path)."""
+    from patchaudit.pipeline.fix import fix_findings
+
+    cwd = os.getcwd()
+    os.chdir(workdir)
+    try:
+        outcome = fix_findings(keep["result"], keep["settings"], unsafe=ex.unsafe_fixes)
+    finally:
+        os.chdir(cwd)
+    got = next((f.new for f in outcome.files if f.path == keep["path"]), ex.source)
+    assert got == ex.fixed_source, (
+        f"{rule.code}: the fixed file differs from expected_fix "
+        f"(messages: {outcome.messages}):\n--- got ---\n{got}--- expected ---\n{ex.fixed_source}"
+    )
+    if got != ex.source:
+        before = sum(f.code == rule.code for f in keep["result"].findings)
+        after = sum(f.code == rule.code for f in outcome.remaining)
+        assert after < before, f"{rule.code}: the fix leaves {after} of {before} findings"
 
 
 def cli_runner():

@@ -4,8 +4,10 @@ import libcst as cst
 from libcst.metadata import PositionProvider
 
 from patchaudit.analysis.names import callee_name, has_star_kwargs, keyword, positional
+from patchaudit.lint.fixes import insert_after, make_fix, replace_span, unit_line_text
 from patchaudit.lint.rule import PYTHON, Example, Rule
-from patchaudit.model.findings import Severity
+from patchaudit.model.findings import Fix, Severity
+from patchaudit.patching.patchedit import revert_pair
 
 from ._seed import BASE_WITH_PARAM, BASE_WITHOUT_PARAM, EXACT_PATCH, SEED_HUNK
 from ._seed import engine_tree as _engine
@@ -13,6 +15,36 @@ from ._seed import engine_tree as _engine
 LOADER = "legacy_load_mm_data"
 #: in SGLang 0.5.15 `input_ids` is the 9th parameter after `self`
 INPUT_IDS_POSITION = 8
+#: the fix examples: an engine file whose caller has `input_ids`, a patch calling the legacy loader there
+QWEN_IDS = """\
+from sglang.srt.multimodal.processors.base_processor import BaseMultimodalProcessor as SGLangBaseProcessor
+
+
+class QwenVLImageProcessor(SGLangBaseProcessor):
+    async def process_mm_data_async(self, image_data, input_text, input_ids, **kwargs):
+        out = await self.load_mm_data(input_text, self.mm_tokens, image_data)
+        return out
+"""
+EXACT_ADD_PATCH = """\
+--- a/python/sglang/srt/multimodal/processors/qwen_vl.py
++++ b/python/sglang/srt/multimodal/processors/qwen_vl.py
+@@ -5,3 +5,4 @@ class QwenVLImageProcessor(SGLangBaseProcessor):
+     async def process_mm_data_async(self, image_data, input_text, input_ids, **kwargs):
+-        out = await self.load_mm_data(input_text, self.mm_tokens, image_data)
++        out = await self.legacy_load_mm_data(input_text, self.mm_tokens)
++        out = out or {}
+         return out
+"""
+#: and a second file section, which stays when the Qwen-VL one is reverted away
+OTHER_SECTION = """\
+diff --git a/python/sglang/srt/other.py b/python/sglang/srt/other.py
+--- a/python/sglang/srt/other.py
++++ b/python/sglang/srt/other.py
+@@ -1,2 +1,2 @@
+ a = 1
+-b = 2
++b = 3
+"""
 
 
 class LegacyLoaderDropsInputIds(Rule):
@@ -59,7 +91,8 @@ class LegacyLoaderDropsInputIds(Rule):
     ## Incident
     slime's `docker/patch/latest/sglang.patch` rewrote Qwen-VL's
     `load_mm_data(` into `legacy_load_mm_data(` and so bypassed the token-id
-    preservation SGLang added in sgl-project/sglang#26555 (seed report 002).
+    preservation SGLang added in sgl-project/sglang#26555 (reported in THUDM/slime#2388,
+    fixed by THUDM/slime#2389).
     """
 
     code = "PA101"
@@ -67,8 +100,12 @@ class LegacyLoaderDropsInputIds(Rule):
     severity = Severity.ERROR
     kinds = frozenset({PYTHON})
     requires = ((LOADER,),)
-    #: a call and the names of the classes around it (`Rule.local`)
+    #: a call and the names of the classes around it (`Rule.local`); the fix also reads the
+    #: parameters of the function around it (its header)
     local = True
+    #: revert a patch's `load_mm_data(` -> `legacy_load_mm_data(` (safe), or add
+    #: `input_ids=input_ids` (safe when the engine's loader takes it, else unsafe): `loader_fix`
+    fix = "safe"
     METADATA_DEPENDENCIES = (PositionProvider,)
 
     VALID = [
@@ -138,7 +175,55 @@ class LegacyLoaderDropsInputIds(Rule):
             line=3,
             title="super() call",
         ),
-        Example("out = legacy_load_mm_data(prompt=text)\n", line=1, title="bare name"),
+        Example("out = legacy_load_mm_data(prompt=text)\n", line=1, title="bare name", expected_fix=None),
+        Example(
+            SEED_HUNK + OTHER_SECTION,
+            kind="patch",
+            line=10,
+            title="fix: the patch's rename is reverted (its hunk and file section go)",
+            expected_fix=OTHER_SECTION,
+            unsafe_fixes=False,
+        ),
+        Example(
+            "async def f(self, text, input_ids):\n    return await self.legacy_load_mm_data(prompt=text)\n",
+            line=2,
+            title="fix (unsafe: no engine): input_ids in scope is passed",
+            expected_fix="async def f(self, text, input_ids):\n"
+            "    return await self.legacy_load_mm_data(prompt=text, input_ids=input_ids)\n",
+        ),
+        Example(
+            """\
+            async def f(self, text, input_ids):
+                out = await self.legacy_load_mm_data(
+                    prompt=text,
+                )
+            """,
+            line=2,
+            title="fix: a multi-line call gets a line",
+            expected_fix="""\
+            async def f(self, text, input_ids):
+                out = await self.legacy_load_mm_data(
+                    prompt=text,
+                    input_ids=input_ids,
+                )
+            """,
+        ),
+        Example(
+            EXACT_ADD_PATCH,
+            kind="patch",
+            engine={**_engine(BASE_WITH_PARAM), "python/sglang/srt/multimodal/processors/qwen_vl.py": QWEN_IDS},
+            line=6,
+            contains="certain",
+            title="fix (safe: the engine's loader takes input_ids): exact mode, input_ids passed",
+            expected_fix=EXACT_ADD_PATCH.replace("self.mm_tokens)\n+", "self.mm_tokens, input_ids=input_ids)\n+"),
+            unsafe_fixes=False,
+        ),
+        Example(
+            "async def f(self, text):\n    return await self.legacy_load_mm_data(prompt=text)\n",
+            line=2,
+            title="no fix: no input_ids in scope",
+            expected_fix="async def f(self, text):\n    return await self.legacy_load_mm_data(prompt=text)\n",
+        ),
         Example(
             EXACT_PATCH,
             kind="patch",
@@ -160,6 +245,13 @@ class LegacyLoaderDropsInputIds(Rule):
     def __init__(self, unit=None, context=None):
         super().__init__(unit, context)
         self._classes: list[str] = []
+        self._params: list[set[str]] = []  # the parameters of the functions around (the fix)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._params.append(param_names(node))
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self._params.pop()
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self._classes.append(node.name.value)
@@ -188,6 +280,7 @@ class LegacyLoaderDropsInputIds(Rule):
                     f"whose `{LOADER}` takes `input_ids` (sgl-project/sglang#26555) or call "
                     f"`load_mm_data`",
                     severity=Severity.WARNING,
+                    fix=loader_fix(self, node, engine_takes=False),
                 )
                 return
             if len(positional(node)) > index:
@@ -197,6 +290,7 @@ class LegacyLoaderDropsInputIds(Rule):
                 f"`{LOADER}` called without `input_ids=` (certain: `{definition.qualname}` at "
                 f"{definition.where} takes `input_ids`): the caller's token ids are decoded and "
                 f"re-tokenized; pass `input_ids=` or call `load_mm_data`",
+                fix=loader_fix(self, node, engine_takes=True),
             )
             return
         if len(positional(node)) > INPUT_IDS_POSITION:
@@ -206,4 +300,74 @@ class LegacyLoaderDropsInputIds(Rule):
             f"`{LOADER}` called without `input_ids=`: a list[int] prompt is decoded and "
             f"re-tokenized and the caller's token ids are lost; pass `input_ids=` or call "
             f"`load_mm_data`",
+            fix=loader_fix(self, node, engine_takes=None),
         )
+
+
+# ----- the fix (issue 20; docs/fixes.md) --------------------------------------------
+
+
+def param_names(node: cst.FunctionDef) -> set[str]:
+    p = node.params
+    names = {x.name.value for x in (*p.posonly_params, *p.params, *p.kwonly_params)}
+    return names
+
+
+def loader_fix(rule: LegacyLoaderDropsInputIds, node: cst.Call, engine_takes: bool | None) -> Fix | None:
+    """In a patch that renamed `load_mm_data(` into `legacy_load_mm_data(` on this line:
+    revert it (safe).  Else, when `input_ids` is a parameter of the function around the
+    call: add `input_ids=input_ids` (safe if the engine's loader takes it, unsafe without
+    an engine, no fix when the engine's loader has no such parameter)."""
+    pos = rule.get_metadata(PositionProvider, node.func)
+    return revert_rename_fix(rule.unit, pos.end.line) or add_input_ids_fix(rule, node, engine_takes)
+
+
+def revert_rename_fix(unit, line: int) -> Fix | None:
+    """Revert the `-`/`+` pair of a patch hunk whose `+` line (unit line `line`) is its `-`
+    line with `load_mm_data(` renamed `legacy_load_mm_data(`, and nothing else changed."""
+    patch = getattr(unit, "patch", None)
+    if patch is None or unit.lines_map is None:
+        return None
+    info = unit.info(line)
+    hunk = (unit.hunk_of or {}).get(line, unit.hunk) if info is not None else None
+    if info is None or hunk is None:
+        return None
+    plus = next((l for l in hunk.lines if l.patch_line == info.line and l.kind == "+"), None)
+    if plus is None or plus.text.count(LOADER + "(") != 1:
+        return None
+    before = plus.text.replace(LOADER + "(", "load_mm_data(")
+    for minus in (l for l in hunk.lines if l.kind == "-" and l.text == before):
+        edit = revert_pair(patch, hunk, minus.patch_line, plus.patch_line)
+        if edit is not None:
+            return make_fix(f"revert the patch's `load_mm_data(` -> `{LOADER}(`", [edit])
+    return None
+
+
+def add_input_ids_fix(rule: LegacyLoaderDropsInputIds, node: cst.Call, engine_takes: bool | None) -> Fix | None:
+    """Add `input_ids=input_ids` as the call's last argument, in the call's own style."""
+    if engine_takes is False or not rule._params or "input_ids" not in rule._params[-1]:
+        return None
+    unit = rule.unit
+    pos = rule.get_metadata(PositionProvider, node)
+    if unit.is_incomplete(pos.end.line, pos.end.column):
+        return None
+    arg = "input_ids=input_ids"
+    if not node.args:
+        edit = replace_span(unit, pos.end.line, pos.end.column - 1, pos.end.column - 1, arg)
+    elif not isinstance(node.args[-1].comma, cst.Comma):
+        end = rule.get_metadata(PositionProvider, node.args[-1].value).end
+        edit = replace_span(unit, end.line, end.column, end.column, ", " + arg)
+    else:
+        last = node.args[-1]
+        comma_node = last.comma
+        assert isinstance(comma_node, cst.Comma)  # checked above
+        comma = rule.get_metadata(PositionProvider, comma_node).end
+        text = unit_line_text(unit, comma.line) or ""
+        if comma.line < pos.end.line and not text[comma.column :].strip():
+            start = rule.get_metadata(PositionProvider, last).start
+            first = unit_line_text(unit, start.line) or ""
+            indent = first[: len(first) - len(first.lstrip())]
+            edit = insert_after(unit, comma.line, indent + arg + ",")
+        else:
+            edit = replace_span(unit, comma.line, comma.column, comma.column, " " + arg)
+    return make_fix("pass `input_ids=input_ids`", [edit], safe=engine_takes is True)

@@ -7,8 +7,9 @@ from libcst.metadata import PositionProvider
 
 from patchaudit.analysis.names import callee_name
 from patchaudit.inputs.cst import string_literal as string_value
+from patchaudit.lint.fixes import make_fix, replace_span
 from patchaudit.lint.rule import PYTHON, TEXT, Example, Rule
-from patchaudit.model.findings import Severity
+from patchaudit.model.findings import Fix, Severity
 
 VAR = "SGLANG_MM_AVOID_RETOKENIZE"
 #: the strings SGLang's EnvBool reads as False (anything else it cannot parse falls back to True)
@@ -31,19 +32,43 @@ def is_false_string(value: str, yaml: bool = False) -> bool:
 
 def scan_line(line: str, flavor: str) -> list[tuple[int, str]]:
     """(column, value) of every place the guard is set to a false value in one text line."""
+    return [(col, value) for col, value, _ in scan_line_spans(line, flavor)]
+
+
+def scan_line_spans(line: str, flavor: str) -> list[tuple[int, str, tuple[int, int]]]:
+    """`scan_line`, with the (start, end) columns of each false value (what the fix rewrites)."""
     stripped = line.lstrip()
     if not stripped or stripped.startswith("#"):
         return []
-    hits = [(m.start(), m.group("v")) for m in _ASSIGN_RE.finditer(line) if is_false_string(m.group("v"))]
+    hits = [(m.start(), m.group("v"), m.span("v")) for m in _ASSIGN_RE.finditer(line) if is_false_string(m.group("v"))]
     if flavor == "dockerfile":
         m = _DOCKER_SPACE_RE.match(line)
         if m and is_false_string(m.group("v")):
-            hits.append((line.index(VAR), m.group("v")))
+            hits.append((line.index(VAR), m.group("v"), m.span("v")))
     if flavor == "yaml":
         m = _YAML_KEY_RE.match(line)
         if m and is_false_string(m.group("v"), yaml=True):
-            hits.append((line.index(VAR), m.group("v")))
+            hits.append((line.index(VAR), m.group("v"), m.span("v")))
     return hits
+
+
+#: the true value the fix writes for each false one, in the same case (SGLang reads all as true)
+_TRUE_FOR = {"false": "true", "0": "1", "no": "yes", "n": "y", "off": "on"}
+
+
+def true_value(value: str) -> str:
+    """The true value the fix writes instead of the false `value`, in its case."""
+    new = _TRUE_FOR.get(value.lower(), "1")
+    if value.isupper():
+        return new.upper()
+    if value[:1].isupper():
+        return new.capitalize()
+    return new
+
+
+def guard_fix(edit) -> Fix | None:
+    """The (unsafe: it turns the guard back on, which changes what the engine does) fix."""
+    return make_fix(f"set {VAR} back to a true value", [edit], safe=False)
 
 
 class RetokenizeGuardDisabled(Rule):
@@ -77,9 +102,15 @@ class RetokenizeGuardDisabled(Rule):
     ## Use instead
     Leave the variable unset (it defaults to on) or set it to `1`.
 
+    Fix (unsafe: it changes what the engine does): the false value becomes the
+    matching true one (`0` -> `1`, `false` -> `true`, `False` -> `True`,
+    `EnvBool(False)` -> `EnvBool(True)`), in Python, shell, Dockerfiles, YAML,
+    `.env` files and the lines a patch adds to any of them.
+
     ## Incident
     sgl-project/sglang#26555 added the guard (default on) to stop
-    re-tokenization drift of token-id VLM requests (seed reports 000, 001).
+    re-tokenization drift of token-id VLM requests (the drift broke router
+    replay in RL, where routing is recorded per token).
     """
 
     code = "PA104"
@@ -87,6 +118,7 @@ class RetokenizeGuardDisabled(Rule):
     severity = Severity.ERROR
     kinds = frozenset({PYTHON, TEXT})
     requires = ((VAR,),)
+    fix = "unsafe"
     #: not local (`Rule.local`): the Python side matches the *value* of string literals
     #: (`string_value` joins implicit concatenations and decodes escapes), so
     #: `os.environ["SGLANG_MM_AVOID_" "RETOKENIZE"] = "0"` sets the guard in a
@@ -123,8 +155,19 @@ class RetokenizeGuardDisabled(Rule):
         ),
     ]
     INVALID = [
-        Example(f'import os\nos.environ["{VAR}"] = "0"\n', line=2),
-        Example(f'os.environ.setdefault("{VAR}", "false")\n'),
+        Example(
+            f'import os\nos.environ["{VAR}"] = "0"\n', line=2, expected_fix=f'import os\nos.environ["{VAR}"] = "1"\n'
+        ),
+        Example(
+            f'os.environ.setdefault("{VAR}", "false")\n',
+            expected_fix=f'os.environ.setdefault("{VAR}", "true")\n',
+        ),
+        Example(f"envs.{VAR}.set(False)\n", title="False", expected_fix=f"envs.{VAR}.set(True)\n"),
+        Example(
+            f'cmd = "{VAR}=0 python -m sglang.launch_server"\n',
+            title="in a command string",
+            expected_fix=f'cmd = "{VAR}=1 python -m sglang.launch_server"\n',
+        ),
         Example(f'subprocess.run(cmd, env={{"{VAR}": "false"}})\n'),
         Example(f'env = dict(os.environ, {VAR}="0")\n'),
         Example(f"envs.{VAR}.set(False)\n"),
@@ -142,14 +185,60 @@ class RetokenizeGuardDisabled(Rule):
             kind="patch",
             line=6,
         ),
-        Example(f"#!/bin/bash\nexport {VAR}=0\n", kind="shell", line=2),
+        Example(
+            f"""\
+            --- a/python/sglang/srt/environ.py
+            +++ b/python/sglang/srt/environ.py
+            @@ -1,2 +1,3 @@
+             class Envs:
+            -    {VAR} = EnvBool(True)
+            +    {VAR} = EnvBool(False)
+            +    OTHER = EnvBool(True)
+            """,
+            kind="patch",
+            line=6,
+            expected_fix=f"""\
+            --- a/python/sglang/srt/environ.py
+            +++ b/python/sglang/srt/environ.py
+            @@ -1,2 +1,3 @@
+             class Envs:
+            -    {VAR} = EnvBool(True)
+            +    {VAR} = EnvBool(True)
+            +    OTHER = EnvBool(True)
+            """,
+            title="EnvBool(False) in a patch",
+        ),
+        Example(f"#!/bin/bash\nexport {VAR}=0\n", kind="shell", line=2, expected_fix=f"#!/bin/bash\nexport {VAR}=1\n"),
+        Example(
+            f"#!/bin/bash\nexport {VAR}=0\n",
+            kind="shell",
+            line=2,
+            expected_fix=f"#!/bin/bash\nexport {VAR}=0\n",
+            unsafe_fixes=False,
+            title="--fix alone leaves the unsafe fix out",
+        ),
         Example(f"{VAR}=false python train.py\n", kind="shell"),
-        Example(f"FROM python:3.11\nENV {VAR}=false\n", kind="dockerfile", line=2),
-        Example(f"FROM python:3.11\nENV {VAR} 0\n", kind="dockerfile", line=2),
-        Example(f'env:\n  {VAR}: "0"\n', kind="yaml", line=2),
-        Example(f'env:\n  - name: {VAR}\n    value: "false"\n', kind="yaml", line=2),
-        Example(f"environment:\n  - {VAR}=0\n", kind="yaml", line=2),
-        Example(f"{VAR}=0\n", kind="env"),
+        Example(
+            f"FROM python:3.11\nENV {VAR}=false\n",
+            kind="dockerfile",
+            line=2,
+            expected_fix=f"FROM python:3.11\nENV {VAR}=true\n",
+        ),
+        Example(
+            f"FROM python:3.11\nENV {VAR} 0\n",
+            kind="dockerfile",
+            line=2,
+            expected_fix=f"FROM python:3.11\nENV {VAR} 1\n",
+        ),
+        Example(f'env:\n  {VAR}: "0"\n', kind="yaml", line=2, expected_fix=f'env:\n  {VAR}: "1"\n'),
+        Example(
+            f'env:\n  - name: {VAR}\n    value: "False"\n',
+            kind="yaml",
+            line=2,
+            expected_fix=f'env:\n  - name: {VAR}\n    value: "True"\n',
+        ),
+        Example(f"environment:\n  - {VAR}=0\n", kind="yaml", line=2, expected_fix=f"environment:\n  - {VAR}=1\n"),
+        Example(f"{VAR}=0\n", kind="env", expected_fix=f"{VAR}=1\n"),
         Example(
             f"""\
             --- a/docker/Dockerfile
@@ -161,6 +250,14 @@ class RetokenizeGuardDisabled(Rule):
             """,
             kind="patch",
             line=5,
+            expected_fix=f"""\
+            --- a/docker/Dockerfile
+            +++ b/docker/Dockerfile
+            @@ -1,2 +1,3 @@
+             FROM lmsysorg/sglang:latest
+            +ENV {VAR}=1
+             RUN pip install slime
+            """,
         ),
     ]
 
@@ -182,12 +279,42 @@ class RetokenizeGuardDisabled(Rule):
             return f"EnvBool({inner})" if inner else None
         return None
 
-    def _flag(self, node: cst.CSTNode, value: str) -> None:
+    def _flag(self, node: cst.CSTNode, value: str, value_node: cst.CSTNode | None = None) -> None:
         self.report(
             node,
             f"`{VAR}` set to {value}: SGLang will decode token-id prompts and re-tokenize "
             f"them (token drift between trainer and engine); leave it unset or set it to 1",
+            fix=self._python_fix(value_node) if value_node is not None else None,
         )
+
+    def _python_fix(self, node: cst.CSTNode) -> Fix | None:
+        """The fix rewriting the false value `node` (a string, `False`, `0`, `EnvBool(False)`,
+        or a command string holding `VAR=0`) in place, when it sits on one line."""
+        if isinstance(node, cst.Call) and node.args:
+            return self._python_fix(node.args[0].value)
+        if isinstance(node, cst.Name) and node.value == "False":
+            new = "True"
+        elif isinstance(node, cst.Integer) and node.value == "0":
+            new = "1"
+        elif isinstance(node, cst.SimpleString):
+            raw = node.value
+            q = len(node.prefix) + len(node.quote)
+            inner = raw[q : len(raw) - len(node.quote)]
+            if is_false_string(inner):
+                new = raw[:q] + true_value(inner) + raw[len(raw) - len(node.quote) :]
+            else:  # a command string: each `VAR=0` in it
+                spans = [sp for _, _, sp in scan_line_spans(inner, "shell")] if "\n" not in inner else []
+                if not spans:
+                    return None
+                for a, b in reversed(spans):
+                    inner = inner[:a] + true_value(inner[a:b]) + inner[b:]
+                new = raw[:q] + inner + raw[len(raw) - len(node.quote) :]
+        else:
+            return None
+        pos = self.get_metadata(PositionProvider, node)
+        if pos.start.line != pos.end.line:
+            return None
+        return guard_fix(replace_span(self.unit, pos.start.line, pos.start.column, pos.end.column, new))
 
     @staticmethod
     def _is_var(node: cst.BaseExpression | None) -> bool:
@@ -209,15 +336,15 @@ class RetokenizeGuardDisabled(Rule):
                 and isinstance(tgt.slice[0].slice, cst.Index)
                 and self._is_var(tgt.slice[0].slice.value)
             ):
-                self._flag(node, value)
+                self._flag(node, value, node.value)
             elif isinstance(tgt, (cst.Name, cst.Attribute)) and callee_name(tgt) == VAR:
-                self._flag(node, value)
+                self._flag(node, value, node.value)
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         if callee_name(node.target) == VAR if isinstance(node.target, (cst.Name, cst.Attribute)) else False:
             value = self._false_value(node.value)
             if value is not None:
-                self._flag(node, value)
+                self._flag(node, value, node.value)
 
     def visit_Call(self, node: cst.Call) -> None:
         name = callee_name(node.func)
@@ -225,7 +352,7 @@ class RetokenizeGuardDisabled(Rule):
         if name in ("setdefault", "putenv", "setenv", "__setitem__") and len(args) >= 2 and self._is_var(args[0].value):
             value = self._false_value(args[1].value)
             if value:
-                self._flag(node, value)
+                self._flag(node, value, args[1].value)
         elif (
             name in ("set", "override")
             and isinstance(node.func, cst.Attribute)
@@ -234,25 +361,25 @@ class RetokenizeGuardDisabled(Rule):
         ):
             value = self._false_value(args[0].value)
             if value:
-                self._flag(node, value)
+                self._flag(node, value, args[0].value)
         for a in node.args:
             if a.keyword is not None and a.keyword.value == VAR:
                 value = self._false_value(a.value)
                 if value:
-                    self._flag(a, value)
+                    self._flag(a, value, a.value)
 
     def visit_DictElement(self, node: cst.DictElement) -> None:
         if self._is_var(node.key):
             value = self._false_value(node.value)
             if value:
-                self._flag(node, value)
+                self._flag(node, value, node.value)
 
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
         s = string_value(node)
         if s and VAR in s and s != VAR:
             for line in s.splitlines():
                 for _, value in scan_line(line, "shell"):
-                    self._flag(node, repr(value))
+                    self._flag(node, repr(value), node)
                     return
 
     # ----- text files and hunks --------------------------------------------
@@ -261,8 +388,9 @@ class RetokenizeGuardDisabled(Rule):
         for i, line in enumerate(lines, 1):
             if VAR not in line:
                 continue
-            for col, value in scan_line(line, unit.flavor):
-                self.report_at(i, col, i, col + len(VAR), self._message(value))
+            for col, value, (a, b) in scan_line_spans(line, unit.flavor):
+                fix = guard_fix(replace_span(unit, i, a, b, true_value(value)))
+                self.report_at(i, col, i, col + len(VAR), self._message(value), fix=fix)
             if unit.flavor == "yaml":
                 m = _YAML_NAME_RE.match(line)
                 if m:
@@ -281,7 +409,9 @@ class RetokenizeGuardDisabled(Rule):
             if m and indent == key_col:
                 if is_false_string(m.group("v"), yaml=True):
                     col = lines[i - 1].index(VAR)
-                    self.report_at(i, col, j, len(text), self._message(m.group("v")))
+                    a, b = m.span("v")
+                    fix = guard_fix(replace_span(self.unit, j, a, b, true_value(m.group("v"))))
+                    self.report_at(i, col, j, len(text), self._message(m.group("v")), fix=fix)
                 return
 
     @staticmethod

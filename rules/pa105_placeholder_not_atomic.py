@@ -195,7 +195,7 @@ class PlaceholderNotAtomic(Rule):
     or register the placeholder as a special token of the tokenizer.
 
     ## Incident
-    ai-dynamo/dynamo#12281 (seed report 004): for Kimi-K3 the frontend emitted
+    ai-dynamo/dynamo#12281: for Kimi-K3 the frontend emitted
     one `<|media_pad|>` per image while vLLM matched
     `<|kimi_image_placeholder|>`, "a plain string that is not in the"
     vocabulary; review found that `allow_special: true` "is not a membership
@@ -235,7 +235,7 @@ class PlaceholderNotAtomic(Rule):
             'self.image_placeholder = "<|kimi_image_placeholder|>"\n',
             line=1,
             contains="'<|kimi_image_placeholder|>' is not a registered token",
-            title="the seed 004 placeholder",
+            title="the Kimi-K3 placeholder of ai-dynamo/dynamo#12281",
         ),
         _ex(KIMI_HUNK, kind="patch", line=7, contains="shatters into", title="a patch adds the placeholder"),
         _ex(

@@ -117,12 +117,22 @@ def test_exclude(tmp_path):
     assert check(root, ".")[1] == {"rollout.py": ["PA101"]}
 
 
+MM_ROLLOUT = """\
+import requests
+
+
+def rollout(mm, images, url):
+    ids = mm(text="<image> hi", images=images)["input_ids"]
+    return requests.post(url, json={"input_ids": ids, "image_data": images})
+"""
+
+
 def test_per_rule_options(tmp_path):
-    files = {"patches/0001-a.patch": FIRST, "patches/0002-b.patch": SECOND_TOUCHING}
-    root = project(tmp_path, "", files)
-    assert check(root, ".")[1] == {os.path.join("patches", "0002-b.patch"): ["PA304"]}
-    (tmp_path / "pyproject.toml").write_text("[tool.patchaudit.rules.PA304]\ntouching = false\n")
+    # `mm` is not a processor name by default; [tool.patchaudit.rules.PA102] makes it one
+    root = project(tmp_path, "", {"rollout.py": MM_ROLLOUT})
     assert check(root, ".")[1] == {}
+    (tmp_path / "pyproject.toml").write_text('[tool.patchaudit.rules.PA102]\nprocessor-names = ["mm"]\n')
+    assert check(root, ".")[1] == {"rollout.py": ["PA102"]}
 
 
 def test_engines_string_and_table(tmp_path):
@@ -215,7 +225,9 @@ def test_explicit_config_option(tmp_path):
     ('per-file-ignores = ["x"]\n', "per-file-ignores"),
     ('[tool.patchaudit.per-file-ignores]\n"*.py" = 3\n', "per-file-ignores"),
     ('[tool.patchaudit.per-file-ignores]\n"*.py" = ["PA7"]\n', "per-file-ignores"),
-    ('exclude = "vendor" \nexclude2 = 1\n', "exclude2"),
+    ('exclude = ["vendor"]\nexclude2 = 1\n', "exclude2"),
+    ('select = "PA102"\n', "select: expected a list of strings, got str"),
+    ('exclude = "vendor"\n', "exclude"),
     ("exclude = [1]\n", "exclude"),
     ("engines = 3\n", "engines"),
     ('[tool.patchaudit.engines]\nsglang = { source = "x", strip = -1 }\n', "engines.sglang.strip"),

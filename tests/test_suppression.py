@@ -37,7 +37,13 @@ def write(root: Path, name: str, text: str) -> str:
     ("#patchaudit:ignore[pa101]", True),
     ("# patchaudit: ignore[PA104]", False),
     ("# patchaudit: ignore[]", False),
-    ("# noqa: PA101", False),
+    ("# noqa: PA101", True),            # flake8/ruff's grammar, with our code
+    ("# noqa:PA101,E501", True),
+    ("# NOQA: pa104, PA101", True),
+    ("# noqa: PA1", True),              # a prefix, as in `ignore[PA1]`
+    ("# noqa", False),                  # bare: other tools', never ours
+    ("# noqa: E501", False),            # ruff's code, not ours
+    ("# noqa: PA104", False),
 ])
 def test_python_same_line(tmp_path, comment, suppressed):
     write(tmp_path, "a.py", f"{CALL}  {comment}\n")
@@ -161,12 +167,13 @@ FIRST = """\
 +b = 3
  c = 4
 """
+# written on the original too: both patches rewrite `b = 2`, a conflict in every order
 SECOND = """\
 --- a/x.py
 +++ b/x.py
 @@ -1,3 +1,3 @@
  a = 1
--b = 3
+-b = 2
 +b = 4{comment}
  c = 4
 """
@@ -179,3 +186,44 @@ def test_whole_set_findings_are_suppressed_and_not_reported_unused(tmp_path, com
     assert run(tmp_path, "p") == [(os.path.join("p", "0002-b.patch"), 6, "PA304")]
     write(tmp_path, "p/0002-b.patch", SECOND.format(comment=comment))
     assert run(tmp_path, "--extend-select", "PA001", "p") == []
+
+
+# ----- `# noqa: PA...` and PA001 (issue 20) ----------------------------------
+
+
+def test_noqa_in_an_added_patch_line(tmp_path):
+    write(tmp_path, "a.patch", PATCH.format(comment="  # noqa: PA101"))
+    assert run(tmp_path, "a.patch") == []
+    write(tmp_path, "a.patch", PATCH.format(comment="  # noqa: E501"))
+    assert run(tmp_path, "a.patch") == [("a.patch", 6, "PA101")]
+
+
+def test_pa001_treats_noqa_like_our_own_comment(tmp_path):
+    """A `# noqa: PA101` that suppresses nothing is unused (PA001), like
+    `# patchaudit: ignore[PA101]`; a bare `# noqa` and `# noqa: E501` belong to other
+    tools and are never reported; a used one is kept."""
+    write(tmp_path, "a.py", "\n".join([
+        f"{CALL}  # noqa: PA101",          # used
+        "x = 1  # noqa",                    # another tool's blanket: not ours
+        "y = 2  # noqa: E501",              # another tool's code: not ours
+        "z = 3  # noqa: PA101",             # ours, unused
+        "w = 4  # noqa: E501, PA888",       # ours: an unknown code
+        f"{CALL}  # noqa: E501, PA101",     # used; E501 is not judged
+    ]) + "\n")
+    found = run(tmp_path, "--extend-select", "PA001", "a.py")
+    assert found == [("a.py", 4, "PA001"), ("a.py", 5, "PA001")]
+    res = invoke_in(tmp_path, ["check", "--format", "json", "--no-cache", "--extend-select", "PA001", "a.py"])
+    by_line = {f["line"]: f for f in json.loads(res.stdout)}
+    assert "unknown rule code PA888" in by_line[5]["message"]
+    assert by_line[4]["column"] == len("z = 3  ") + 1  # at the noqa comment
+
+
+def test_parse_suppression_grammar():
+    from patchaudit.units.suppression import parse_suppression
+
+    assert parse_suppression("x  # noqa: PA101") == (True, ("PA101",))
+    assert parse_suppression("x  # noqa: E501,PA101 because") == (True, ("PA101",))
+    assert parse_suppression("x  # noqa") == (False, None)
+    assert parse_suppression("x  # noqa: E501, W291") == (False, None)
+    assert parse_suppression("x  # patchaudit: ignore") == (True, None)
+    assert parse_suppression("x  # noqa: PA104  # patchaudit: ignore[PA101]") == (True, ("PA104", "PA101"))

@@ -1,17 +1,33 @@
-"""`patchaudit check [PATHS]...`"""
+"""`patchaudit check [PATHS]...`
+
+The options follow ruff's names where patchaudit has the same thing
+(tests/test_cli_conventions.py lists the mapping): `--output-format` (also
+`--format`, `PATCHAUDIT_OUTPUT_FORMAT`), `-o/--output-file`, `--statistics`,
+`-q/--quiet`, `-s/--silent`, `--stdin-filename`, `--exit-zero`, `--no-cache`,
+`--cache-dir`, `--select`/`--ignore`/`--extend-select`, `--exclude`/`--extend-exclude`,
+`--per-file-ignores`.  Several reports in one run: `--also FORMAT:FILE` (repeatable)
+beside the main one.
+"""
 
 from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 import click
 
+from patchaudit.commands.fixopts import fix_options, run_fixes, wants_fixes
 from patchaudit.commands.options import parse_engine_option
+from patchaudit.config.local_rules import activate as activate_local_rules
 from patchaudit.config.settings import ConfigError, Settings, apply_cache_options, find_pyproject, load_pyproject
 from patchaudit.model.escape import safe
-from patchaudit.reporters import available_formats, render
+from patchaudit.reporters import available_formats, render, render_statistics
 from patchaudit.reporters.progress import FileProgress
+
+#: the values of `--output-format`: `text` is `full` (the default, today's output)
+OUTPUT_FORMATS = ["full", "concise", "text", "json", "json-lines", "sarif", "github"]
+SEVERITIES = ["info", "warning", "error"]
 
 
 def _split_codes(values: tuple[str, ...]) -> list[str]:
@@ -25,7 +41,11 @@ def build_settings(
     paths, config, select, ignore, extend_select, engine, jobs, no_cache, tokenizer, cache_dir=None
 ) -> Settings:
     cfg_path = config or find_pyproject(list(paths))
-    settings = load_pyproject(cfg_path) if cfg_path else Settings()
+    if cfg_path:
+        settings = load_pyproject(cfg_path)  # its `extend-rules` are the run's local rules
+    else:
+        settings = Settings()
+        activate_local_rules({})  # no configuration: no local rules
     # a cache-dir of the checked tree's pyproject.toml stays in the tree; --config FILE,
     # PATCHAUDIT_CACHE_DIR and --cache-dir are the user's own and may point anywhere
     apply_cache_options(settings, cache_dir=cache_dir, no_cache=no_cache, explicit_config=bool(config))
@@ -45,23 +65,147 @@ def build_settings(
     return settings
 
 
-def emit(text: str, output: str | None) -> None:
+def _file_options(settings: Settings, opts: dict[str, Any]) -> None:
+    """`--exclude`, `--extend-exclude`, `--per-file-ignores GLOB:CODES` over the configuration."""
+    if opts.get("exclude"):
+        settings.exclude = list(opts["exclude"])
+    settings.exclude = settings.exclude + list(opts.get("extend_exclude") or ())
+    for value in opts.get("per_file_ignores") or ():
+        glob, sep, codes = value.rpartition(":")
+        if not sep or not glob or not codes.strip():
+            raise click.BadParameter(f"expected GLOB:CODES, got {value!r}", param_hint="--per-file-ignores")
+        settings.per_file_ignores[glob] = settings.per_file_ignores.get(glob, []) + _split_codes((codes,))
+
+
+class WriteError(click.ClickException):
+    """A report that cannot be written: exit code 2 (an error), not 1 (findings)."""
+
+    exit_code = 2
+
+
+def emit(text: str, output: str | None, color: bool = False) -> None:
     """Print a rendered report, or write it to `output` whole or not at all (a temporary file
-    renamed over it).  Reporters escape what they render (patchaudit/model/escape.py)."""
+    renamed over it).  Reporters escape what they render (patchaudit/model/escape.py);
+    `color`: the text holds the renderer's colours, kept even when stdout is no terminal."""
     if output:
         from patchaudit.files.atomic import write_atomic
 
         try:
             write_atomic(output, text)
         except OSError as exc:
-            raise click.ClickException(safe(f"{output}: cannot write: {exc.strerror or exc}")) from None
+            raise WriteError(safe(f"{output}: cannot write: {exc.strerror or exc}")) from None
+    elif text:
+        click.echo(text, nl=False, color=True if color else None)  # output-safe: a reporter's rendering, escaped there
+
+
+def use_color(output: str | None, choice: str = "auto") -> bool:
+    """Colour for a report printed on stdout: `--color always|never`, else FORCE_COLOR,
+    else NO_COLOR (https://no-color.org: set to a non-empty value turns colour off),
+    else whether stdout is a terminal.  A report written to a file has none."""
+    if output is not None or choice == "never":
+        return False
+    if choice == "always" or os.environ.get("FORCE_COLOR"):
+        return True
+    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+
+
+def parse_also(values: tuple[str, ...]) -> list[tuple[str, str]]:
+    """`--also FORMAT:FILE` -> [(format, file)]."""
+    out = []
+    for value in values:
+        fmt, sep, path = value.partition(":")
+        if not sep or not path or fmt not in OUTPUT_FORMATS:
+            raise click.BadParameter(
+                f"expected FORMAT:FILE with FORMAT one of {', '.join(OUTPUT_FORMATS)}, got {value!r}",
+                param_hint="--also",
+            )
+        out.append((fmt, path))
+    return out
+
+
+def _stdin_paths(paths: list[str], stdin_filename: str | None) -> bool:
+    """Whether the run reads standard input (`-`); usage errors for the wrong combinations."""
+    if "-" not in paths:
+        return False
+    if len(paths) > 1:
+        raise click.UsageError("`-` (standard input) cannot be combined with other paths")
+    if not stdin_filename:
+        raise click.UsageError(
+            "`-` reads standard input: give --stdin-filename NAME (the file kind, patch, Python, "
+            "shell..., comes from its name, and findings are reported at it)"
+        )
+    return True
+
+
+def _note(quiet: bool, text: str) -> None:
+    if not quiet:
+        click.echo(safe(f"patchaudit: {text}"), err=True)
+
+
+def _run(paths: list[str], settings: Settings, opts: dict[str, Any], stdin: bool):
+    """The run, with --diff-base, --baseline and --write-baseline applied."""
+    from patchaudit.inputs.diffbase import changed_lines
+    from patchaudit.pipeline.baseline import ensure_fingerprints, filter_new, read_baseline, write_baseline
+
+    quiet = opts["quiet"] or opts["silent"]
+    baseline_file, write_baseline_file = opts["baseline_file"], opts["write_baseline_file"]
+    changed = changed_lines(paths, opts["diff_base"]) if opts["diff_base"] is not None else None
+    entries = read_baseline(baseline_file) if baseline_file else None
+    if stdin:
+        from patchaudit.pipeline.stdin import run_check_stdin
+
+        result = run_check_stdin(sys.stdin.buffer, opts["stdin_filename"], settings)
     else:
-        click.echo(text, nl=False)  # output-safe: a reporter's rendering, escaped there
+        from patchaudit.pipeline.runner import run_check
+
+        progress = FileProgress()
+        try:
+            result = run_check(paths, settings, progress=progress)
+        finally:
+            progress.close()
+    # a refused cache location: an error naming the file (and key), exit 2; the scan ran
+    result.errors[:0] = settings.cache_errors
+    if write_baseline_file or entries is not None:
+        ensure_fingerprints(result.findings)
+    if write_baseline_file:
+        n = write_baseline(write_baseline_file, result.findings)
+        _note(quiet, f"wrote {n} finding{'s' if n != 1 else ''} to the baseline {write_baseline_file}")
+    if changed is not None:
+        result.findings = changed.filter(result.findings)
+    if entries is not None:
+        result.findings, hidden = filter_new(result.findings, entries, baseline_file)
+        if hidden:
+            _note(quiet, f"{hidden} finding{'s' if hidden != 1 else ''} of the baseline {baseline_file} not shown")
+    if opts["severity"]:
+        floor = SEVERITIES.index(opts["severity"])
+        result.findings = [f for f in result.findings if SEVERITIES.index(f.severity.value) >= floor]
+    return result
 
 
-def use_color(output: str | None) -> bool:
-    # https://no-color.org: NO_COLOR set to a non-empty value turns colour off
-    return output is None and sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+def _report(result, paths: list[str], opts: dict[str, Any]) -> None:
+    """Warnings and errors on stderr, the report(s) on stdout or in files."""
+    fmt, output = opts["fmt"], opts["output"]
+    quiet, silent = opts["quiet"] or opts["silent"], opts["silent"]
+    for warning in result.warnings:
+        _note(quiet, f"warning: {warning}")
+    if not result.files and not result.errors:
+        shown = " ".join(paths)
+        _note(
+            quiet,
+            f"warning: no files to check under {shown} (patchaudit reads *.patch, *.diff, *.py, "
+            "shell scripts, Dockerfiles, YAML and .env files)",
+        )
+    for err in result.errors:
+        click.echo(safe(err), err=True)  # errors are shown even with --silent: exit code 2 says why
+    color = use_color(output, opts["color"])
+    if opts["statistics"]:
+        text = render_statistics(fmt, result)
+    else:
+        text = render(fmt, result, color=color, quiet=opts["quiet"])
+    if not silent or output:
+        emit(text, output, color)
+    for also_fmt, path in parse_also(opts["also"]):
+        emit(render(also_fmt, result), path)
 
 
 @click.command("check")
@@ -77,10 +221,46 @@ def use_color(output: str | None) -> bool:
 @click.option("--ignore", multiple=True, metavar="CODES", help="Rule codes or prefixes to skip.")
 @click.option("--extend-select", multiple=True, metavar="CODES", help="Codes to add to the selection.")
 @click.option(
-    "--format", "fmt", type=click.Choice(["text", "json", "sarif", "github"]), default="text", show_default=True
+    "--output-format",
+    "--format",
+    "fmt",
+    type=click.Choice(OUTPUT_FORMATS),
+    default="full",
+    show_default=True,
+    envvar="PATCHAUDIT_OUTPUT_FORMAT",
+    help="Report format (also: PATCHAUDIT_OUTPUT_FORMAT). `text` is `full`.",
 )
-@click.option("--output", "-o", type=click.Path(dir_okay=False), help="Write the report to FILE.")
+@click.option("--output", "--output-file", "-o", type=click.Path(dir_okay=False), help="Write the report to FILE.")
+@click.option(
+    "--also",
+    multiple=True,
+    metavar="FORMAT:FILE",
+    help="Also write the report in FORMAT to FILE (repeatable): --also sarif:patchaudit.sarif.",
+)
+@click.option("--statistics", is_flag=True, help="Show the number of findings per rule instead of the findings.")
+@click.option("--quiet", "-q", is_flag=True, help="Print the findings, nothing else (no summary, no warnings).")
+@click.option("--silent", "-s", is_flag=True, help="Print nothing but errors (the exit code still says 1 on findings).")
+@click.option(
+    "--color",
+    type=click.Choice(["auto", "always", "never"]),
+    default="auto",
+    show_default=True,
+    help="Colour the text report (auto: on a terminal, unless NO_COLOR; FORCE_COLOR forces it).",
+)
+@click.option(
+    "--severity",
+    type=click.Choice(SEVERITIES),
+    help="Report only findings of this severity or a higher one.",
+)
+@click.option(
+    "--stdin-filename",
+    metavar="NAME",
+    help="With the path `-`: the name of the file read from standard input (its kind, where findings are reported).",
+)
 @click.option("--config", type=click.Path(exists=True, dir_okay=False), help="A pyproject.toml to read.")
+@click.option("--exclude", multiple=True, metavar="GLOB", help="Exclude patterns, replacing the configuration's.")
+@click.option("--extend-exclude", multiple=True, metavar="GLOB", help="Exclude patterns added to the configuration's.")
+@click.option("--per-file-ignores", multiple=True, metavar="GLOB:CODES", help="Codes to skip in files matching GLOB.")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), help="Worker processes (default: number of cores).")
 @click.option("--no-cache", is_flag=True, help="Do not read or write the result cache (also: PATCHAUDIT_NO_CACHE=1).")
 @click.option(
@@ -111,84 +291,45 @@ def use_color(output: str | None) -> bool:
     metavar="FILE",
     help="Record today's findings in FILE (accepting them: exit 0).",
 )
-def check(
-    paths,
-    engine,
-    select,
-    ignore,
-    extend_select,
-    fmt,
-    output,
-    config,
-    jobs,
-    no_cache,
-    cache_dir,
-    tokenizer,
-    exit_zero,
-    diff_base,
-    baseline_file,
-    write_baseline_file,
-) -> None:
-    """Check patches, Python and other text files under PATHS (default: .)."""
+@fix_options  # --fix, --unsafe-fixes, --diff (commands/fixopts.py)
+def check(paths, **opts) -> None:
+    """Check patches, Python and other text files under PATHS (default: .; `-`: standard input)."""
+    from patchaudit.inputs.diffbase import DiffBaseError
+    from patchaudit.pipeline.baseline import BaselineError
     from patchaudit.pipeline.results import RunError
-    from patchaudit.pipeline.runner import run_check
 
     paths = list(paths) or ["."]
-    if fmt not in available_formats():
-        raise click.UsageError(f"format {fmt!r} is not available in this build")
-    from patchaudit.inputs.diffbase import DiffBaseError, changed_lines
-    from patchaudit.pipeline.baseline import (
-        BaselineError,
-        ensure_fingerprints,
-        filter_new,
-        read_baseline,
-        write_baseline,
-    )
-
-    progress = FileProgress()
+    if opts["fmt"] not in available_formats():
+        raise click.UsageError(f"format {opts['fmt']!r} is not available in this build")
+    parse_also(opts["also"])  # a bad --also is a usage error before the scan
+    stdin = _stdin_paths(paths, opts["stdin_filename"])
     try:
         settings = build_settings(
-            paths, config, select, ignore, extend_select, engine, jobs, no_cache, tokenizer, cache_dir
+            [opts["stdin_filename"]] if stdin else paths,
+            opts["config"],
+            opts["select"],
+            opts["ignore"],
+            opts["extend_select"],
+            opts["engine"],
+            opts["jobs"],
+            opts["no_cache"],
+            opts["tokenizer"],
+            opts["cache_dir"],
         )
-        changed = changed_lines(paths, diff_base) if diff_base is not None else None
-        entries = read_baseline(baseline_file) if baseline_file else None
-        try:
-            result = run_check(paths, settings, progress=progress)
-        finally:
-            progress.close()
-        # a refused cache location: an error naming the file (and key), exit 2; the scan ran
-        result.errors[:0] = settings.cache_errors
-        if write_baseline_file or entries is not None:
-            ensure_fingerprints(result.findings)
-        if write_baseline_file:
-            n = write_baseline(write_baseline_file, result.findings)
-            click.echo(
-                safe(f"patchaudit: wrote {n} finding{'s' if n != 1 else ''} to the baseline {write_baseline_file}"),
-                err=True,
-            )
-        if changed is not None:
-            result.findings = changed.filter(result.findings)
-        if entries is not None:
-            result.findings, hidden = filter_new(result.findings, entries, baseline_file)
-            if hidden:
-                click.echo(
-                    safe(
-                        f"patchaudit: {hidden} finding{'s' if hidden != 1 else ''} of the baseline "
-                        f"{baseline_file} not shown"
-                    ),
-                    err=True,
-                )
+        _file_options(settings, opts)
+        result = _run(paths, settings, opts, stdin)
+        # --fix / --diff / --unsafe-fixes (commands/fixopts.py): --diff ends the run here
+        if wants_fixes(opts, stdin):
+            fixed_code = run_fixes(result, settings, opts)
+            if fixed_code is not None:
+                sys.exit(fixed_code)
     except (ConfigError, RunError, BaselineError, DiffBaseError) as exc:
         click.echo(safe(f"patchaudit: error: {exc}"), err=True)
         sys.exit(2)
-    for warning in result.warnings:
-        click.echo(safe(f"patchaudit: warning: {warning}"), err=True)
-    for err in result.errors:
-        click.echo(safe(err), err=True)
-    emit(render(fmt, result, color=use_color(output)), output)
+    _report(result, paths, opts)
     code = result.exit_code
-    if write_baseline_file and code == 1:
+    if opts["write_baseline_file"] and code == 1:
         code = 0
-    if exit_zero and code == 1:
+    if opts["exit_zero"] and code == 1:
         code = 0
     sys.exit(code)

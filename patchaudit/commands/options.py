@@ -7,6 +7,8 @@ SOURCE, named "engine"), `patchaudit bump` takes `NAME` with an optional
 
 from __future__ import annotations
 
+import os
+
 import click
 
 from patchaudit.config.settings import EngineSpec
@@ -23,10 +25,27 @@ def _strip_level(name: str, value: str, form: str) -> tuple[str, int | None]:
     return name, strip
 
 
+def _looks_like_name(value: str) -> bool:
+    """A bare `--engine` value that is an engine's name (`sglang`, `vllm:p1`), not a
+    source: no path separator, no `@REV`, no archive suffix, and nothing of that name here."""
+    base = value.partition(":p")[0]
+    return (
+        base.replace("-", "_").replace(".", "_").isidentifier()
+        and not value.endswith((".whl", ".tar.gz", ".zip"))
+        and not os.path.lexists(value)
+    )
+
+
 def parse_engine_option(value: str) -> EngineSpec:
     """`NAME=SOURCE`, `NAME:pN=SOURCE` or `SOURCE` (check, inventory) -> EngineSpec."""
     name, sep, source = value.partition("=")
     if not sep:
+        if _looks_like_name(value):
+            raise click.BadParameter(
+                f"--engine NAME=SOURCE expected; did you mean --engine {value}=PATH? "
+                f"({value!r} is not a file or folder)",
+                param_hint="--engine",
+            )
         name, source = "engine", value
     if not name or not source:
         raise click.BadParameter(f"expected NAME=SOURCE, got {value!r}", param_hint="--engine")

@@ -10,11 +10,41 @@ from patchaudit.config.registry import all_rules
 from patchaudit.model.escape import safe, text_block
 
 
+def _rules(config: str | None) -> dict:
+    """The built-in rules and the local rules of the configuration (`--config`, or the
+    `pyproject.toml` found from the current folder; patchaudit/config/local_rules.py)."""
+    import sys
+
+    from patchaudit.config.settings import ConfigError, find_pyproject, load_pyproject
+
+    try:
+        cfg = config or find_pyproject(["."])
+        if cfg is not None:
+            load_pyproject(cfg)
+    except ConfigError as exc:
+        click.echo(safe(f"patchaudit: error: {exc}"), err=True)
+        sys.exit(2)
+    return all_rules()
+
+
+_CONFIG = click.option(
+    "--config", type=click.Path(exists=True, dir_okay=False), help="A pyproject.toml (its extend-rules are listed too)."
+)
+
+
 @click.command("rules")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def rules_cmd(fmt: str) -> None:
-    """List the rules: code, name, default severity, what it needs."""
-    rules = all_rules()
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True)
+@_CONFIG
+def rules_cmd(fmt: str, config: str | None) -> None:
+    """List the rules: code, name, default severity, what it needs (`--format markdown`:
+    the built-in pack's reference, docs/rules.md)."""
+    if fmt == "markdown":
+        from patchaudit.config.registry import pack_rules
+        from patchaudit.reporters.rule_docs import render
+
+        click.echo(text_block(render(pack_rules().values())), nl=False)
+        return
+    rules = _rules(config)
     if fmt == "json":
         listing = json.dumps(
             [
@@ -30,7 +60,7 @@ def rules_cmd(fmt: str) -> None:
             ],
             indent=2,
         )
-        click.echo(listing)  # output-safe: ASCII JSON (ensure_ascii) of the built-in rule pack
+        click.echo(listing)  # output-safe: ASCII JSON (ensure_ascii) of the rules' own attributes
         return
     for r in rules.values():
         needs = f" [needs {', '.join(sorted(r.needs))}]" if r.needs else ""
@@ -41,9 +71,10 @@ def rules_cmd(fmt: str) -> None:
 
 @click.command("explain")
 @click.argument("code")
-def explain(code: str) -> None:
+@_CONFIG
+def explain(code: str, config: str | None) -> None:
     """Print a rule's documentation."""
-    rules = all_rules()
+    rules = _rules(config)
     rule = rules.get(code.upper()) or next((r for r in rules.values() if r.name == code), None)
     if rule is None:
         raise click.UsageError(safe(f"unknown rule {code!r}; `patchaudit rules` lists them"))

@@ -96,6 +96,11 @@ class Settings:
     #: key, line): a limit above its hard cap, an exclude pattern unsafe without re2
     problems: list = field(default_factory=list)
     config_path: str | None = None
+    #: `[tool.patchaudit.engines.NAME] patches = [...]` (config/bindings.py Binding)
+    engine_bindings: list = field(default_factory=list)
+    #: exact mode, per patch (absolute path): the plan's word (pipeline/plan.py `scope`):
+    #: ("engine", NAME, Applier) or ("skip", why); set by run_check when engines are given
+    patch_scope: dict = field(default_factory=dict)
     #: engine package names whose attributes count as monkey-patch targets
     engine_packages: list[str] = field(default_factory=lambda: ["sglang", "vllm", "megatron"])
     max_file_size: int = 64 * 1024 * 1024
@@ -105,6 +110,12 @@ class Settings:
     #: `jobs` comes from the command line: the scheduler may start more workers than CPUs
     #: (up to 4 per CPU); otherwise it never does (patchaudit/pipeline/parallel.py)
     jobs_forced: bool = False
+    #: `extend-rules`: local rule folders or files (absolute), loaded from the run's
+    #: configuration only (patchaudit/config/local_rules.py)
+    extend_rules: list[str] = field(default_factory=list)
+    #: the local rules' codes and a digest of their sources (part of the result cache's key)
+    local_rules: tuple[str, ...] = ()
+    local_rules_stamp: str = ""
 
     def options_for(self, code: str) -> dict[str, Any]:
         return self.rule_options.get(code, {})
@@ -126,6 +137,7 @@ _KEYS = {
     "max-file-size",
     "max-nesting",
     "max-parse-size",
+    "extend-rules",
 }
 
 
@@ -157,10 +169,16 @@ def find_pyproject(paths: list[str]) -> Path | None:
 
 
 def _str_list(path: Path, key: str, value: Any) -> list[str]:
-    if isinstance(value, str):
-        return [value]
+    """A list of strings; a bare string is an error too (`select = "PA102"` is not
+    `select = ["PA102"]`: ruff refuses it the same way), naming the file, key and line."""
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ConfigError(f"{path}: [tool.patchaudit] {key}: expected a list of strings, got {value!r}")
+        line = _key_line(path, key.split(".")[0])
+        where = f"{path}:{line}" if line else str(path)
+        hint = f" (write {key} = [{value!r}])" if isinstance(value, str) else ""
+        shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+        raise ConfigError(
+            f"{where}: [tool.patchaudit] {key}: expected a list of strings, got {type(value).__name__} {shown}{hint}"
+        )
     return list(value)
 
 
@@ -172,12 +190,23 @@ def _set_engines(s: Settings, path: Path, value: Any) -> None:
         if isinstance(spec, str):
             s.engines.append(EngineSpec(name, _resolve(path, spec)))
         elif isinstance(spec, dict):
-            extra = set(spec) - {"source", "strip"}
-            if extra or "source" not in spec:
+            extra = set(spec) - {"source", "strip", "patches"}
+            if extra or ("source" not in spec and "patches" not in spec):
                 raise ConfigError(
                     f"{path}: [tool.patchaudit] engines.{name}: expected keys "
-                    f"'source' and optional 'strip', got {sorted(spec)}"
+                    f"'source', optional 'strip' and 'patches', got {sorted(spec)}"
                 )
+            if "patches" in spec:  # a binding of patch globs to this engine (config/bindings.py)
+                from patchaudit.config.bindings import parse_binding
+
+                try:
+                    s.engine_bindings.append(
+                        parse_binding(path, name, spec["patches"], _key_line(path, f"engines.{name}.patches"))
+                    )
+                except ValueError as exc:
+                    raise ConfigError(str(exc)) from None
+                if "source" not in spec:
+                    continue
             if not isinstance(spec["source"], str):
                 raise ConfigError(
                     f"{path}: [tool.patchaudit] engines.{name}.source: expected a path string, got {spec['source']!r}"
@@ -244,7 +273,7 @@ def load_pyproject(path: Path | str) -> Settings:
         elif key == "per-file-ignores":
             if not isinstance(value, dict):
                 raise ConfigError(f"{path}: [tool.patchaudit] per-file-ignores: expected a table of glob = [codes]")
-            s.per_file_ignores = {g: _str_list(path, f"per-file-ignores.{g}", v) for g, v in value.items()}
+            s.per_file_ignores = {g: _str_list(path, f"per-file-ignores.{g!r}", v) for g, v in value.items()}
         elif key == "engines":
             _set_engines(s, path, value)
         elif key == "rules":
@@ -275,8 +304,28 @@ def load_pyproject(path: Path | str) -> Settings:
             s.cache_dir_origin = (str(path), _key_line(path, "cache-dir"), value)
         elif key in ("max-file-size", "max-nesting", "max-parse-size"):
             _set_limit(s, path, key, value)
+        elif key == "extend-rules":
+            s.extend_rules = _str_list(path, key, value)
+    _load_local_rules(path, s)
     _check_rules(path, s)
     return s
+
+
+def _load_local_rules(path: Path, s: Settings) -> None:
+    """`extend-rules` of this, the run's configuration: imported here, and only here
+    (patchaudit/config/local_rules.py, SECURITY.md); none when the key is absent."""
+    from patchaudit.config import local_rules
+
+    if not s.extend_rules:
+        local_rules.activate({})
+        return
+    from patchaudit.config.registry import pack_index, user_cache_dir
+
+    try:
+        loaded = local_rules.load(s.extend_rules, path, set(pack_index(user_cache_dir())))
+    except local_rules.LocalRuleError as exc:
+        raise ConfigError(str(exc)) from None
+    s.local_rules, s.local_rules_stamp = loaded.codes, loaded.stamp
 
 
 def _rule_catalogue(s: Settings):

@@ -20,7 +20,7 @@ import textwrap
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Iterator
 
-from patchaudit.model.findings import Report, Severity
+from patchaudit.model.findings import Fix, Report, Severity
 
 if TYPE_CHECKING:  # pragma: no cover
     import libcst as cst
@@ -66,6 +66,11 @@ class Example:
     #: the OLD engine tree of an engine-pair rule (PA203, PA204): the example
     #: then runs through `patchaudit bump` from `engine_old` to `engine`
     engine_old: dict[str, str] | None = None
+    #: the example's file after `--fix --unsafe-fixes` with only this rule selected
+    #: (dedented like `code`); checked by patchaudit/testing.py.  With `expected_fix`,
+    #: `unsafe_fixes=False` checks what `--fix` alone writes
+    expected_fix: str | None = None
+    unsafe_fixes: bool = True
 
     def file_name(self) -> str:
         if self.filename:
@@ -82,6 +87,12 @@ class Example:
     @property
     def source(self) -> str:
         return textwrap.dedent(self.code).lstrip("\n")
+
+    @property
+    def fixed_source(self) -> str | None:
+        if self.expected_fix is None:
+            return None
+        return textwrap.dedent(self.expected_fix).lstrip("\n")
 
 
 class RuleContext:
@@ -145,8 +156,16 @@ class Rule(_VisitorBase):  # type: ignore[misc,valid-type]
     #: without pruning are compared on every example and the corpus
     #: (tests/test_prune.py).
     local: ClassVar[bool] = False
+    #: whole-repository dataflow (patchaudit/pipeline/repo_index.py, docs/dataflow.md): before
+    #: the per-file pass the rule's `summarise` runs on every module its `exports` accepts,
+    #: to a fixed point, and its analysis of each file sees the others' summaries
+    repository: ClassVar[bool] = False
     #: default per-rule options (configurable under [tool.patchaudit.rules.CODE])
     options: ClassVar[dict[str, Any]] = {}
+    #: the fixes the rule offers (ruff's FixAvailability): None (none; a fix it reports
+    #: anyway is ignored), "safe" (its fixes say whether each is safe) or "unsafe" (every
+    #: fix it reports is applied only with `--unsafe-fixes`); see docs/fixes.md
+    fix: ClassVar[str | None] = None
     VALID: ClassVar[list[Example]] = []
     INVALID: ClassVar[list[Example]] = []
 
@@ -187,13 +206,21 @@ class Rule(_VisitorBase):  # type: ignore[misc,valid-type]
         *,
         trace: Iterable[tuple[int, str]] = (),
         severity: Severity | None = None,
+        fix: Fix | None = None,
     ) -> None:
         """Report `message` at `node` (needs PositionProvider in METADATA_DEPENDENCIES)."""
         from libcst.metadata import PositionProvider
 
         pos = self.get_metadata(PositionProvider, node)
         self.report_at(
-            pos.start.line, pos.start.column, pos.end.line, pos.end.column, message, trace=trace, severity=severity
+            pos.start.line,
+            pos.start.column,
+            pos.end.line,
+            pos.end.column,
+            message,
+            trace=trace,
+            severity=severity,
+            fix=fix,
         )
 
     def report_at(
@@ -206,7 +233,9 @@ class Rule(_VisitorBase):  # type: ignore[misc,valid-type]
         *,
         trace: Iterable[tuple[int, str]] = (),
         severity: Severity | None = None,
+        fix: Fix | None = None,
     ) -> None:
+        """`fix`: in the reported file's coordinates (patchaudit/lint/fixes.py builds it)."""
         self.reports.append(
             Report(
                 line,
@@ -216,6 +245,7 @@ class Rule(_VisitorBase):  # type: ignore[misc,valid-type]
                 message,
                 tuple(trace),
                 severity,
+                fix=fix,
             )
         )
 
@@ -244,6 +274,42 @@ class Rule(_VisitorBase):  # type: ignore[misc,valid-type]
         """A `check_patch_set` report in `unit`'s coordinates; `related` are
         (path, line, note) places in other files, shown as the finding's trace."""
         self.set_reports.append((unit, Report(line, column, line, column, message, (), severity), tuple(related)))
+
+    @classmethod
+    def exports(cls, text: str, settings: Any = None) -> bool:  # pragma: no cover - overridden
+        """`repository` rules: whether this module may export a summary (a cheap filter)."""
+        return False
+
+    @classmethod
+    def summarise(
+        cls, module: "cst.Module", position: Any, path: str, view: Any, settings: Any = None, seed: Any = None
+    ) -> Any:  # pragma: no cover - overridden
+        """`repository` rules: the module's summary (patchaudit.analysis.repo_summaries);
+        `seed`, the functions to follow parameter by parameter (`summary_words`)."""
+        return None
+
+    @classmethod
+    def export_requires(cls, options: Any) -> tuple[tuple[str, ...], ...]:  # pragma: no cover - overridden
+        """`repository` rules: the byte filter of `exports` (() accepts every file)."""
+        return ()
+
+    @classmethod
+    def repo_requires(cls, options: Any, sources: list[str], sinks: list[str]) -> tuple:  # pragma: no cover
+        """`repository` rules: the `requires` groups added for the words through which a file
+        sees another module's taints (RepoView.sources/sinks)."""
+        return tuple((w,) for w in sources)
+
+    @classmethod
+    def has_source(cls, text: str, settings: Any = None) -> bool:  # pragma: no cover - overridden
+        """`repository` rules: whether the module holds a source of its own (a module that
+        only has sinks its parameters reach is summarised only when a caller needs it)."""
+        return True
+
+    @classmethod
+    def seed(cls, text: str, settings: Any = None) -> Any:  # pragma: no cover - overridden
+        """`repository` rules: the functions of the module to summarise parameter by
+        parameter (None: all)."""
+        return None
 
     @classmethod
     def sees_patch_set(cls) -> bool:

@@ -47,6 +47,37 @@ class Target:
 
 
 @dataclass(frozen=True)
+class Edit:
+    """Replace lines `line`..`end_line` (1-based, inclusive) of the reported file with
+    `new_lines` (each without its line end); `end_line == line - 1` inserts before `line`.
+    In a `.patch` file the lines are the patch's own lines: the hunk headers around an
+    edit are recomputed when the fix is applied (patchaudit/patching/patchedit.py)."""
+
+    line: int
+    end_line: int
+    new_lines: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Fix:
+    """What applying a finding's fix does to the file it is reported in (`--fix`, `--diff`).
+
+    `safe`: it keeps the code's meaning (applied by `--fix`); an unsafe fix changes
+    behaviour and is applied only with `--unsafe-fixes`, as ruff separates them."""
+
+    description: str
+    edits: tuple[Edit, ...]
+    safe: bool = True
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "message": self.description,
+            "applicability": "safe" if self.safe else "unsafe",
+            "edits": [{"line": e.line, "end_line": e.end_line, "content": list(e.new_lines)} for e in self.edits],
+        }
+
+
+@dataclass(frozen=True)
 class Report:
     """A rule's report, in unit coordinates (1-based lines, 0-based columns)."""
 
@@ -60,6 +91,8 @@ class Report:
     # set when the reported construct runs into text the unit had to invent
     # (a fragment closed artificially at the end of a hunk)
     incomplete: bool = False
+    #: the fix, in the coordinates of the *reported file* (patchaudit/lint/fixes.py maps them)
+    fix: Fix | None = None
 
 
 @dataclass
@@ -79,9 +112,26 @@ class Finding:
     context: list[str] = field(default_factory=list)
     # stable identity for baselines (filled by the runner)
     fingerprint: str | None = None
+    #: how to fix it (`--fix`), or None; not part of the JSON shape
+    fix: Fix | None = None
 
     def sort_key(self) -> tuple:
         return (self.path, self.line, self.column, self.code, self.message)
+
+    def region(self) -> tuple[int, int, int, int]:
+        """(line, column, end_line, end_column): 1-based, the end column exclusive (the
+        column after the region, as SARIF counts it), and the end always after the start.
+        The pipeline widens a region to the reported line's text
+        (patchaudit/pipeline/suppression.py, `settle_regions`); a finding made elsewhere
+        that ends where it starts still covers one character here."""
+        line, column = max(1, self.line), max(1, self.column)
+        end_line = self.end_line if self.end_line is not None else line
+        end_column = self.end_column if self.end_column is not None else column
+        if end_line < line:
+            end_line, end_column = line, column
+        if end_line == line and end_column <= column:
+            end_column = column + 1
+        return line, column, end_line, max(1, end_column)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -92,8 +142,8 @@ class Finding:
             "path": self.path,
             "line": self.line,
             "column": self.column,
-            "end_line": self.end_line if self.end_line is not None else self.line,
-            "end_column": self.end_column if self.end_column is not None else self.column,
+            "end_line": self.region()[2],
+            "end_column": self.region()[3],
             "target": self.target.to_json() if self.target else None,
             "trace": [s.to_json() for s in self.trace],
             "fingerprint": self.fingerprint,

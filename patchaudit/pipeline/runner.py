@@ -47,12 +47,27 @@ def run_check(paths: list[str], settings: Settings, progress: Any = None) -> Run
         raise RunError(f"unknown rule code or prefix {exc.args[0]!r} (see `patchaudit rules`)") from None
     metas = [index[c] for c in codes]
     files, errors = discover(paths, settings.exclude)
+    if any(f.kind == "python" for f in files):  # the whole-repository pre-pass (PA102's summaries)
+        from patchaudit.pipeline.repo_index import prepare_repo
+
+        metas = prepare_repo(paths, files, settings, metas, root)
     engines = open_engines(settings)
     tokenizer = load_tokenizer(settings)
     cache = ResultCache.for_run(settings, codes) if root is not None else None
     # values of the configuration refused (a limit above its hard cap): errors of the run
     result = RunResult(errors=list(settings.problems) + list(errors), files=len(files))
     result.warnings.extend(engine_warnings(engines))
+    # the build's recipes and the configuration's bindings: which patch goes to which
+    # engine, in which order, with which command (pipeline/plan.py)
+    plan = None
+    if any(f.kind in (PATCH, "shell", "dockerfile") for f in files):
+        from patchaudit.pipeline.plan import build_plan, engine_scope, sed_warnings
+
+        plan = build_plan(files, settings)
+        result.errors.extend(plan.errors)
+        scope = engine_scope(plan, engines)
+        settings.patch_scope = scope.entries
+        result.warnings.extend(scope.warnings + sed_warnings(plan))
     done = (lambda: progress(len(files))) if progress is not None else None
     for fr, hit in scan(files, settings, metas, engines, tokenizer, cache, on_done=done):
         result.findings.extend(fr.findings)
@@ -60,6 +75,10 @@ def run_check(paths: list[str], settings: Settings, progress: Any = None) -> Run
         result.parsed += 0 if hit else fr.parsed  # a cached result was parsed by an earlier run
         result.cached += hit
         result.hunks.extend(fr.hunks)
+        if fr.hunks and hasattr(progress, "note"):  # exact mode: the patch, its engine, its applier
+            h = fr.hunks[0]
+            engine = h.get("engine_title") or h["engine"]
+            progress.note(f"{h['patch']} -> {engine}" + (f", {h['applier']}" if h.get("applier") else ""))
     # one refused engine file is one error of the run, however many worker processes met it
     result.errors = unique_errors(result.errors)
     if cache is not None:
@@ -69,6 +88,11 @@ def run_check(paths: list[str], settings: Settings, progress: Any = None) -> Run
     if any(m.patch_set for m in metas) and any(f.kind == PATCH for f in files):
         from patchaudit.pipeline.patch_set import run_patch_set_rules
 
-        run_patch_set_rules(files, [m.load() for m in metas], settings, result)
+        run_patch_set_rules(files, [m.load() for m in metas], settings, result, plan=plan)
+    # `sed -i` edits of engine files in build scripts (units/sed.py): once per run
+    if plan is not None and plan.seds:
+        from patchaudit.pipeline.sed_edits import run_sed_rules
+
+        run_sed_rules(plan, [m.load() for m in metas], settings, engines, tokenizer, result)
     result.findings.sort(key=Finding.sort_key)
     return result

@@ -13,7 +13,7 @@ from patchaudit.inputs.discover import PATCH, PYTHON, SourceFile
 from patchaudit.model.findings import Finding
 from patchaudit.pipeline.results import FileResult
 from patchaudit.pipeline.run_rules import needs_met
-from patchaudit.units.suppression import parse_suppression
+from patchaudit.units.suppression import has_suppression_marker, parse_suppression
 
 if TYPE_CHECKING:  # pragma: no cover
     from patchaudit.lint.rule import Rule
@@ -50,11 +50,12 @@ def apply_per_file_ignores(findings: list[Finding], settings: Settings) -> list[
 
 
 def apply_suppressions(findings: list[Finding], lines: list[str]):
-    """Drop findings whose reported line carries `# patchaudit: ignore[...]`."""
+    """Drop findings whose reported line carries `# patchaudit: ignore[...]` or `# noqa: PA...`
+    (patchaudit/units/suppression.py); returns (kept, the comments' unused parts)."""
     used: dict[int, set[str]] = {}
     comments: dict[int, tuple[str, ...] | None] = {}
     for i, text in enumerate(lines, 1):
-        if "patchaudit" in text:
+        if has_suppression_marker(text):
             ok, codes = parse_suppression(text)
             if ok:
                 comments[i] = codes
@@ -75,6 +76,30 @@ def apply_suppressions(findings: list[Finding], lines: list[str]):
             if left:
                 unused.append((line, left))
     return kept, unused
+
+
+def settle_regions(findings: list[Finding], lines: list[str]) -> None:
+    """Give every finding a region that ends after it starts, in the file it is reported in.
+
+    A rule reports a node's span in its unit's coordinates; when the end lies in text the
+    unit had to invent (a call closed artificially at the end of a hunk) or in engine
+    lines outside the patch, the mapped end can fall before the start on the start's
+    line (`16:30` to `16:2`).  Such a region is widened to the end of the reported line
+    (the reported token and the rest of the statement on that line); on an empty line
+    it covers the line break.  The end column is exclusive, as in SARIF."""
+    for f in findings:
+        line, column = f.line, max(1, f.column)
+        end_line = f.end_line if f.end_line is not None else line
+        end_column = f.end_column if f.end_column is not None else column
+        if end_line > line or (end_line == line and end_column > column):
+            continue
+        text = lines[line - 1] if 0 < line <= len(lines) else None
+        if text is not None and len(text) + 1 > column:
+            f.end_line, f.end_column = line, len(text) + 1
+        elif text is not None and line < len(lines):
+            f.end_line, f.end_column = line + 1, 1
+        else:
+            f.end_line, f.end_column = line, column + 1
 
 
 def finish_findings(
@@ -110,4 +135,5 @@ def finish_findings(
         )
     from patchaudit.pipeline.baseline import assign_fingerprints
 
+    settle_regions(result.findings, raw_lines)
     assign_fingerprints(result.findings, raw_lines, is_patch=src.kind == PATCH)

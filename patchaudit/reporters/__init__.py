@@ -1,28 +1,63 @@
-"""Reporters: findings to text, json, sarif, github annotations, markdown."""
+"""Reporters: findings to text, json, json lines, sarif, github annotations, markdown.
+
+`FORMATS` names each output format: its module and the options its `render` takes
+(`full` and `concise` are the text module's two shapes; `text` is `full`, today's
+default output, kept under its old name).
+"""
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+from typing import Any
 
-FORMATS = {
-    "text": "patchaudit.reporters.text",
-    "json": "patchaudit.reporters.json",
-    "sarif": "patchaudit.reporters.sarif",
-    "github": "patchaudit.reporters.github",
-    "markdown": "patchaudit.reporters.markdown",
+FORMATS: dict[str, tuple[str, dict[str, Any]]] = {
+    "text": ("patchaudit.reporters.text", {"style": "full"}),
+    "full": ("patchaudit.reporters.text", {"style": "full"}),
+    "concise": ("patchaudit.reporters.text", {"style": "concise"}),
+    "json": ("patchaudit.reporters.json", {}),
+    "json-lines": ("patchaudit.reporters.json", {"lines": True}),
+    "sarif": ("patchaudit.reporters.sarif", {}),
+    "github": ("patchaudit.reporters.github", {}),
+    "markdown": ("patchaudit.reporters.markdown", {}),
 }
+
+#: the formats that are text for a person (a summary line, colour, `--quiet` drops the summary)
+HUMAN_FORMATS = ("text", "full", "concise")
 
 
 def available_formats() -> list[str]:
     out = []
-    for name, mod in FORMATS.items():
+    for name, (mod, _) in FORMATS.items():
         if importlib.util.find_spec(mod) is not None:
             out.append(name)
     return out
 
 
-def render(fmt: str, result, *, color: bool = False, rules=None) -> str:
-    """Render a run result (`RunResult` or a bump report) in `fmt`."""
-    module = importlib.import_module(FORMATS[fmt])
-    return module.render(result, color=color, rules=rules)
+def render(fmt: str, result, *, color: bool = False, rules=None, quiet: bool = False) -> str:
+    """Render a run result (`RunResult` or a bump report) in `fmt`; `quiet`: the findings
+    only, without the summary of a human format."""
+    mod, options = FORMATS[fmt]
+    module = importlib.import_module(mod)
+    extra = dict(options)
+    if quiet and fmt in HUMAN_FORMATS:
+        extra["quiet"] = True
+    return module.render(result, color=color, rules=rules, **extra)
+
+
+def render_statistics(fmt: str, result) -> str:
+    """`--statistics`: the number of findings per rule, most first (JSON for the
+    machine formats, else ruff's table: count, code, name)."""
+    counts: dict[str, list[Any]] = {}
+    for f in result.findings:
+        counts.setdefault(f.code, [0, f.name, f.severity.value])[0] += 1
+    rows = sorted(counts.items(), key=lambda kv: (-kv[1][0], kv[0]))
+    if fmt in ("json", "json-lines", "sarif"):
+        from patchaudit.model.escape import json_text
+
+        return json_text([{"code": c, "name": n, "severity": s, "count": k} for c, (k, n, s) in rows]) + "\n"
+    from patchaudit.model.escape import safe_lines, visible
+
+    width = max((len(str(k)) for _, (k, _, _) in rows), default=1)
+    lines = [f"{k:>{width}}\t{visible(c)}\t{visible(n)}" for c, (k, n, _) in rows]
+    return safe_lines("".join(line + "\n" for line in lines))

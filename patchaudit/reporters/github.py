@@ -35,14 +35,12 @@ def _path(p: str) -> str:
 
 
 def format_finding(f) -> str:
-    props = [f"file={escape_property(_path(f.path))}", f"line={f.line}"]
-    end_line = f.end_line if f.end_line is not None and f.end_line >= f.line else f.line
-    if f.column:
-        props.append(f"col={f.column}")
-    if end_line != f.line:
+    line, column, end_line, end_column = f.region()
+    props = [f"file={escape_property(_path(f.path))}", f"line={line}", f"col={column}"]
+    if end_line != line:
         props.append(f"endLine={end_line}")
-    elif f.end_column is not None and f.column and f.end_column > f.column:
-        props.append(f"endColumn={f.end_column}")
+    else:
+        props.append(f"endColumn={end_column}")
     props.append(f"title={escape_property(f'{f.code} {f.name}')}")
     message = f.message
     if f.target is not None:

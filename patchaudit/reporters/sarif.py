@@ -2,15 +2,18 @@
 
 One run, with the rule pack as `tool.driver.rules` (short and full
 descriptions, the whole rule documentation as help text and markdown, default
-level and whether the rule is on by default), one result per finding:
+level and whether the rule is on by default, `helpUri`: the rule's section of
+docs/rules.md), `driver.informationUri` (the project), one result per finding:
 
 - `locations`: the reported file and region (1-based lines and columns, in
-  Unicode code points), relative to `%SRCROOT%` (the working directory);
+  Unicode code points, never zero-width: `Finding.region`), relative to
+  `%SRCROOT%` (the working directory);
   the enclosing engine symbol of a finding in a patch as a logical location;
 - `relatedLocations`: where a finding in a patch lands in the engine file
   (relative to `ENGINEROOT`), and places in other files a finding names
   (PA304's other patch);
-- `codeFlows`: the trace of a dataflow rule (PA102, PA103) as one thread flow;
+- `codeFlows`: the trace of a dataflow rule (PA102, PA103) as one thread flow, each
+  step at its own file's location (a whole-repository trace crosses modules);
 - `partialFingerprints["patchaudit/v1"]`: the finding's fingerprint (see
   patchaudit/pipeline/baseline.py), stable across line moves.
 
@@ -33,6 +36,17 @@ from urllib.parse import quote
 from patchaudit.model.escape import json_text, path_bytes
 
 SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+#: the project's home: `driver.informationUri`, and the base of each rule's `helpUri`
+REPOSITORY_URL = "https://github.com/patchaudit/patchaudit"
+#: the rule reference generated from the rule docs (`patchaudit rules --format markdown`)
+RULES_DOC = f"{REPOSITORY_URL}/blob/main/docs/rules.md"
+
+
+def help_uri(code: str) -> str:
+    """The rule's section of docs/rules.md (its heading is the code: anchor `#pa101`)."""
+    return f"{RULES_DOC}#{code.lower()}"
+
+
 FINGERPRINT_KEY = "patchaudit/v1"
 _LEVEL = {"error": "error", "warning": "warning", "info": "note"}
 
@@ -74,8 +88,8 @@ def _region(
         region["endLine"] = max(line, int(end_line))
         if end_column is not None:
             end_column = max(1, int(end_column))
-            if region["endLine"] == line and column is not None:
-                end_column = max(end_column, region["startColumn"])
+            if region["endLine"] == line and column is not None and end_column <= region["startColumn"]:
+                end_column = region["startColumn"] + 1  # never a zero-width region
             region["endColumn"] = end_column
     return region
 
@@ -95,7 +109,7 @@ def rule_descriptor(rule) -> dict[str, Any]:
     tags = ["patchaudit"] + sorted(rule.needs)
     if rule.code.startswith("PA1"):
         tags.append("token-in-token-out")
-    return {
+    out: dict[str, Any] = {
         "id": rule.code,
         "name": rule.name,
         "shortDescription": {"text": summary},
@@ -104,6 +118,9 @@ def rule_descriptor(rule) -> dict[str, Any]:
         "defaultConfiguration": {"enabled": bool(rule.default_enabled), "level": _LEVEL[rule.severity.value]},
         "properties": {"tags": tags},
     }
+    if rule.__module__.startswith("patchaudit.rules."):  # a local rule has no section in docs/rules.md
+        out["helpUri"] = help_uri(rule.code)
+    return out
 
 
 def _physical(
@@ -113,13 +130,7 @@ def _physical(
 
 
 def result_object(f, rule_index: dict[str, int]) -> dict[str, Any]:
-    location = _physical(
-        f.path,
-        f.line,
-        f.column,
-        f.end_line if f.end_line is not None else f.line,
-        f.end_column if f.end_column is not None else f.column,
-    )
+    location = _physical(f.path, *f.region())
     related: list[dict[str, Any]] = []
     if f.target is not None:
         if f.target.symbol:
@@ -138,7 +149,9 @@ def result_object(f, rule_index: dict[str, int]) -> dict[str, Any]:
             rel["physicalLocation"]["region"] = _region(f.target.line)
         rel["message"] = {"text": f"in the engine: {where}{sym}"}
         related.append(rel)
-    flow_steps = [s for s in f.trace if s.path == f.path]
+    # the whole trace is the thread flow, each step at its own file's location (a dataflow
+    # rule's trace crosses the repository's modules); steps elsewhere are also related locations
+    flow_steps = list(f.trace)
     for s in f.trace:
         if s.path != f.path:
             rel = _physical(s.path, s.line)
@@ -202,6 +215,7 @@ def to_sarif(result, rules=None) -> dict[str, Any]:
                 "tool": {
                     "driver": {
                         "name": "patchaudit",
+                        "informationUri": REPOSITORY_URL,
                         "version": __version__,
                         "semanticVersion": __version__,
                         "rules": [rule_descriptor(r) for r in rule_list],

@@ -128,6 +128,7 @@ class Unit:
             target=target,
             trace=trace,
             context=self.context_lines(anchor),
+            fix=rep.fix,
         )
 
 
@@ -232,5 +233,8 @@ class PatchUnit(Unit):
     siblings: list[Any] = field(default_factory=list)  # other patches of the run (PA304)
     # the patch set it belongs to (patchaudit/pipeline/patch_set.py); None: its folder's
     set_name: str | None = None
+    # how the set is ordered: "recipe" (a build recipe's order, pipeline/plan.py), True (a
+    # quilt series or name order the run was told to follow), False (no order known)
+    set_ordered: bool | str = True
 
     kind = "patch"

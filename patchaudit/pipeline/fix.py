@@ -1,0 +1,346 @@
+"""`--fix`, `--diff`, `--unsafe-fixes`: applying the fixes the findings of a check carry.
+
+A rule declares what fixes it offers (`Rule.fix`: None, "safe", "unsafe"; ruff's
+FixAvailability) and attaches each one to its finding (`Finding.fix`, edits in
+the reported file: patchaudit/lint/fixes.py).  `fix_findings` takes a finished
+check run and, file by file:
+
+1. collects the fixes to apply: the safe ones, and the unsafe ones too with
+   `--unsafe-fixes` (a fix is safe only if it says so *and* its rule declares
+   "safe"); the fixes of a rule that declares none are ignored;
+2. applies those whose edits do not overlap (identical fixes, like two findings of
+   one comment, count once); in a `.patch` file through patchaudit/patching/patchedit.py,
+   which recounts the hunk headers, drops hunks that became no-ops and sections left
+   empty;
+3. re-checks the new text in memory, with the same rules, engines and tokenizer
+   (`analyse_file` on the new bytes): a fix that makes the file worse (a new error
+   of the run, a new PA301/PA302/PA201/PA202, more findings of error severity of any rule) is
+   dropped with a message, the others are kept (tried one by one when the set fails);
+4. runs again on the re-checked findings for the fixes left out because they
+   overlapped, as ruff's fix loop does, at most `MAX_PASSES` times.
+
+Nothing is written here: `write_fixes` writes every changed file atomically
+(patchaudit/files/atomic.py) and only when all could be staged, so one failure
+writes nothing; `--diff` renders the changes instead (reporters/fixdiff.py).
+A file the run reported an error for, or one that is not UTF-8, is not fixed.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+from patchaudit.config.settings import Settings
+from patchaudit.inputs.discover import PATCH, PYTHON, SourceFile, classify
+from patchaudit.model.findings import FileError, Finding, Fix
+from patchaudit.pipeline.results import RunResult
+
+if TYPE_CHECKING:  # pragma: no cover
+    from patchaudit.lint.rule import Rule
+
+#: passes of the fix loop over one file (ruff: 100; a patch needs few)
+MAX_PASSES = 10
+#: codes whose new findings always refuse a fix: the patch no longer reads, no longer parses
+#: as Python, or applies worse (a hunk that fails or needs fuzz)
+_BREAKING = ("PA301", "PA302", "PA201", "PA202")
+
+
+@dataclass
+class FileFix:
+    path: str
+    old: str
+    new: str
+    fixed: int = 0  # findings whose fix was applied
+    #: exact mode: how the hunks of the new text apply (HunkRecord.to_json() dicts), None: not re-checked
+    hunks: list[dict] | None = None
+
+
+@dataclass
+class FixOutcome:
+    files: list[FileFix] = field(default_factory=list)
+    #: the findings after the fixes: re-checked findings of the changed files, the rest as they were
+    remaining: list[Finding] = field(default_factory=list)
+    #: findings with a fix that only `--unsafe-fixes` applies
+    unsafe_available: int = 0
+    #: what the user should hear: fixes dropped, files not fixed
+    messages: list[str] = field(default_factory=list)
+
+    @property
+    def fixed(self) -> int:
+        return sum(f.fixed for f in self.files)
+
+    @property
+    def changed(self) -> list[FileFix]:
+        return [f for f in self.files if f.new != f.old]
+
+
+def effective_fix(f: Finding, rules: dict[str, type[Rule]]) -> Fix | None:
+    """The fix of `f` as its rule declares it: None if the rule declares no fix, unsafe
+    if the rule declares its fixes unsafe."""
+    rule = rules.get(f.code)
+    if f.fix is None or rule is None or getattr(rule, "fix", None) not in ("safe", "unsafe"):
+        return None
+    if rule.fix == "unsafe" and f.fix.safe:
+        return Fix(f.fix.description, f.fix.edits, safe=False)
+    return f.fix
+
+
+def apply_edits(path: str, text: str, fixes: list[Fix]) -> str:
+    """`text` with the edits of `fixes` (they must not overlap); PatchEditError if they cannot be applied."""
+    from patchaudit.patching.patchedit import apply_line_edits, edit_patch
+
+    edits = [e for fx in fixes for e in fx.edits]
+    if classify(path) == PATCH:
+        return edit_patch(text, edits)
+    return apply_line_edits(text, edits)
+
+
+def _overlaps(a: Fix, b: Fix) -> bool:
+    for x in a.edits:
+        for y in b.edits:
+            # an insertion before line L "covers" the gap before L
+            if x.line <= max(y.end_line, y.line) and y.line <= max(x.end_line, x.line):
+                return True
+    return False
+
+
+def _choose(candidates: list[tuple[Finding, Fix]]) -> tuple[list[tuple[Fix, list[Finding]]], bool]:
+    """Non-overlapping fixes in file order (identical fixes merged), and whether some were left out."""
+    chosen: list[tuple[Fix, list[Finding]]] = []
+    left = False
+    for f, fx in sorted(candidates, key=lambda c: (min(e.line for e in c[1].edits), c[0].sort_key())):
+        same = next((c for c in chosen if c[0].edits == fx.edits), None)
+        if same is not None:
+            same[1].append(f)
+        elif any(_overlaps(fx, c[0]) for c in chosen):
+            left = True
+        else:
+            chosen.append((fx, [f]))
+    return chosen, left
+
+
+class _Checker:
+    """Re-checks a file's new text in memory with the run's rules, engines and tokenizer."""
+
+    def __init__(self, settings: Settings):
+        from patchaudit.pipeline.context import load_tokenizer, open_engines
+        from patchaudit.pipeline.run_rules import resolve_rules
+
+        self.settings = settings
+        self.rules = resolve_rules(settings)
+        self._engines: Any = None
+        self._opened = False
+        self._open = lambda: open_engines(settings)
+        self.tokenizer = load_tokenizer(settings) if settings.tokenizer else None
+        self.hunks: dict[tuple[str, str], list[dict]] = {}  # (path, text) -> its exact-mode hunk records
+
+    @property
+    def engines(self) -> Any:
+        if not self._opened:
+            self._engines, self._opened = self._open(), True
+        return self._engines
+
+    def check(self, path: str, text: str) -> tuple[list[Finding], list[FileError]]:
+        from patchaudit.pipeline.analyse import analyse_file
+
+        kind = classify(path) or "text"
+        res = analyse_file(
+            SourceFile(path, kind), self.settings, self.rules, self.engines, self.tokenizer, data=text.encode("utf-8")
+        )
+        self.hunks[(path, text)] = res.hunks
+        return res.findings, res.errors
+
+
+def _worse(before: list[Finding], after: list[Finding], errors: list[FileError]) -> str | None:
+    """Why the findings `after` a fix are worse than `before`, or None."""
+    if errors:
+        return f"the fixed file has errors ({errors[0].message})"
+    for code in _BREAKING:
+        if sum(f.code == code for f in after) > sum(f.code == code for f in before):
+            return f"it introduces {code}"
+    old = Counter(f.code for f in before if f.severity.value == "error")
+    new = Counter(f.code for f in after if f.severity.value == "error")
+    for code, n in new.items():
+        if n > old.get(code, 0):
+            return f"it introduces a new {code} error"
+    return None
+
+
+def _breaks_python(path: str, old: str, new: str) -> bool:
+    from patchaudit.inputs.pyast import parse_uncached
+
+    return classify(path) == PYTHON and parse_uncached(new) is None and parse_uncached(old) is not None
+
+
+def _describe(fx: Fix, findings: list[Finding]) -> str:
+    f = findings[0]
+    return f"{f.path}:{f.line}: {f.code} ({fx.description})"
+
+
+def _apply_pass(
+    ff: FileFix, chosen: list[tuple[Fix, list[Finding]]], before: list[Finding], checker: _Checker, out: FixOutcome
+) -> tuple[list[Finding], bool]:
+    """Apply `chosen` to `ff.new`, re-checked; (the findings of the new text, whether it changed)."""
+    from patchaudit.patching.patchedit import PatchEditError
+
+    def attempt(fixes: list[tuple[Fix, list[Finding]]]) -> tuple[str, list[Finding]] | str:
+        try:
+            text = apply_edits(ff.path, ff.new, [fx for fx, _ in fixes])
+        except PatchEditError as exc:
+            return f"it cannot be applied: {exc}"
+        if _breaks_python(ff.path, ff.new, text):  # the rules' pre-filter may not parse the file at all
+            return "the fixed Python does not parse"
+        findings, errors = checker.check(ff.path, text)
+        why = _worse(before, findings, errors)
+        return why if why is not None else (text, findings)
+
+    def solve(base: list, items: list) -> tuple[list, tuple[str, list[Finding]] | None]:
+        """The fixes of `items` that can be kept on top of `base`: all if they pass together,
+        else each half on its own (bisection: a few bad fixes cost a few re-checks each)."""
+        got = attempt(base + items)
+        if not isinstance(got, str):
+            return items, got
+        if len(items) == 1:
+            out.messages.append(f"fix dropped for {_describe(*items[0])}: {got}")
+            return [], None
+        mid = len(items) // 2
+        left, left_got = solve(base, items[:mid])
+        right, right_got = solve(base + left, items[mid:])
+        return left + right, right_got or left_got
+
+    kept, best = solve([], chosen)
+    if best is None:
+        return before, False
+    ff.new = best[0]
+    ff.fixed += sum(len(fs) for _, fs in kept)
+    return best[1], True
+
+
+def _read(path: str, settings: Settings) -> str:
+    from patchaudit.files.reader import decode_utf8, read_bytes
+
+    return decode_utf8(path, read_bytes(path, settings.max_file_size))
+
+
+def fix_findings(
+    result: RunResult,
+    settings: Settings,
+    *,
+    unsafe: bool = False,
+    refilter: Callable[[list[Finding]], list[Finding]] | None = None,
+) -> FixOutcome:
+    """The fixes of `result`'s findings applied in memory (module docstring).  `refilter`
+    is applied to the re-checked findings of a changed file (the run's --diff-base or
+    baseline filter), so the remaining findings are those the user would be shown."""
+    from patchaudit.config.registry import all_rules
+    from patchaudit.files.reader import ReadError
+
+    rules = all_rules()
+    out = FixOutcome()
+    by_path: dict[str, list[Finding]] = {}
+    for f in result.findings:
+        by_path.setdefault(f.path, []).append(f)
+    broken = {e.path for e in result.errors}
+    checker: _Checker | None = None
+    for path, findings in by_path.items():
+        fixable = [(f, fx) for f in findings if (fx := effective_fix(f, rules)) is not None]
+        applied = [(f, fx) for f, fx in fixable if fx.safe or unsafe]
+        out.unsafe_available += len(fixable) - len(applied)
+        if not applied:
+            out.remaining.extend(findings)
+            continue
+        if path in broken:
+            out.messages.append(f"{path}: not fixed: the check reported an error for this file")
+            out.remaining.extend(findings)
+            continue
+        try:
+            text = _read(path, settings)
+        except ReadError as exc:
+            out.messages.append(f"{path}: not fixed: {exc.reason}")
+            out.remaining.extend(findings)
+            continue
+        checker = checker or _Checker(settings)
+        ff = FileFix(path, text, text)
+        current = _fix_file(ff, findings, applied, rules, unsafe, checker, out)
+        ff.hunks = checker.hunks.get((path, ff.new)) if ff.new != ff.old else None
+        checker.hunks.clear()
+        out.files.append(ff)
+        if ff.new == ff.old:
+            out.remaining.extend(findings)
+        else:
+            # the rules that see the whole patch set are not re-run on one file: their findings stay
+            kept = [f for f in findings if _sees_set(rules, f.code)]
+            out.remaining.extend(kept + (refilter(current) if refilter else current))
+    out.remaining.sort(key=Finding.sort_key)
+    return out
+
+
+def _sees_set(rules: dict[str, type[Rule]], code: str) -> bool:
+    rule = rules.get(code)
+    return bool(rule is not None and rule.sees_patch_set())
+
+
+def _fix_file(
+    ff: FileFix,
+    findings: list[Finding],
+    applied: list[tuple[Finding, Fix]],
+    rules: dict[str, type[Rule]],
+    unsafe: bool,
+    checker: _Checker,
+    out: FixOutcome,
+) -> list[Finding]:
+    """The fix loop on one file; returns the findings of its final text."""
+    current = findings
+    candidates = applied
+    for _ in range(MAX_PASSES):
+        chosen, left = _choose(candidates)
+        if not chosen:
+            break
+        current, changed = _apply_pass(ff, chosen, current, checker, out)
+        if not changed or not left:
+            break
+        candidates = [(f, fx) for f in current if (fx := effective_fix(f, rules)) is not None and (fx.safe or unsafe)]
+    return current
+
+
+def write_fixes(outcome: FixOutcome) -> list[FileError]:
+    """Write every changed file, whole or not at all: all are staged to temporary files
+    beside them first; if one cannot be staged, none is written (the errors say why)."""
+    from patchaudit.files.atomic import AtomicFile
+
+    staged: list[AtomicFile] = []
+    try:
+        for ff in outcome.changed:
+            fh = AtomicFile(ff.path)
+            staged.append(fh)
+            fh.write(ff.new)
+            fh.flush()
+    except OSError as exc:
+        for fh in staged:
+            fh.discard()
+        path = staged[-1].target if staged else "?"
+        return [FileError(path, f"cannot write the fixed file: {exc.strerror or exc}; no file was changed")]
+    errors = []
+    for fh in staged:
+        try:
+            fh.commit()
+        except OSError as exc:
+            errors.append(FileError(fh.target, f"cannot write the fixed file: {exc.strerror or exc}"))
+    return errors
+
+
+def summary(outcome: FixOutcome, diff: bool) -> list[str]:
+    """ruff's closing lines: "Found N errors (M fixed, K remaining)." / "Would fix M errors.",
+    and how many more `--unsafe-fixes` would fix."""
+    lines = []
+    fixed, left = outcome.fixed, len(outcome.remaining)
+    if diff:
+        lines.append(f"Would fix {fixed} error{'s' if fixed != 1 else ''}.")
+    else:
+        total = fixed + left
+        lines.append(f"Found {total} error{'s' if total != 1 else ''} ({fixed} fixed, {left} remaining).")
+    if outcome.unsafe_available:
+        n = outcome.unsafe_available
+        lines.append(f"{n} fix{'es' if n != 1 else ''} available with --unsafe-fixes.")
+    return lines
