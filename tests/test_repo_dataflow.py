@@ -89,6 +89,19 @@ def _tree(root: Path, dataset: str) -> None:
     )
 
 
+def test_whole_repository_false_analyses_each_module_on_its_own(tmp_path, monkeypatch):
+    _tree(tmp_path, DATASET_EXPANDED)
+    monkeypatch.chdir(tmp_path)
+    assert len(run_check(["rl"], Settings(select=["PA102"], cache=False, jobs=1)).findings) == 1
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'rl'\n\n[tool.patchaudit]\nwhole-repository = false\n")
+    from patchaudit.config.settings import load_pyproject
+
+    settings = load_pyproject(tmp_path / "pyproject.toml")
+    assert settings.whole_repository is False
+    settings.cache, settings.jobs, settings.select = False, 1, ["PA102"]
+    assert run_check(["rl"], settings).findings == []  # the flow crosses modules: not followed
+
+
 def test_trace_crosses_files_in_text_json_and_sarif(tmp_path, monkeypatch):
     _tree(tmp_path, DATASET_EXPANDED)
     monkeypatch.chdir(tmp_path)

@@ -86,6 +86,9 @@ class Settings:
     tokenizer: str | None = None
     jobs: int | None = None
     cache: bool = True
+    #: the whole-repository pre-pass of the dataflow rules (pipeline/repo_index.py); false:
+    #: each module on its own, as before it (faster, blind to flows across modules)
+    whole_repository: bool = True
     cache_dir: str | None = None
     #: (pyproject.toml, line, value) when `cache_dir` comes from a configuration found in
     #: the checked tree: it must stay inside that file's folder (None: the user's choice)
@@ -132,6 +135,7 @@ _KEYS = {
     "tokenizer",
     "jobs",
     "cache",
+    "whole-repository",
     "cache-dir",
     "engine-packages",
     "max-file-size",
@@ -295,6 +299,10 @@ def load_pyproject(path: Path | str) -> Settings:
             if not isinstance(value, bool):
                 raise ConfigError(f"{path}: [tool.patchaudit] cache: expected true or false, got {value!r}")
             s.cache = value
+        elif key == "whole-repository":
+            if not isinstance(value, bool):
+                raise ConfigError(f"{path}: [tool.patchaudit] whole-repository: expected true or false, got {value!r}")
+            s.whole_repository = value
         elif key == "cache-dir":
             if not isinstance(value, str):
                 raise ConfigError(f"{path}: [tool.patchaudit] cache-dir: expected a path string")

@@ -47,7 +47,7 @@ def run_check(paths: list[str], settings: Settings, progress: Any = None) -> Run
         raise RunError(f"unknown rule code or prefix {exc.args[0]!r} (see `patchaudit rules`)") from None
     metas = [index[c] for c in codes]
     files, errors = discover(paths, settings.exclude)
-    if any(f.kind == "python" for f in files):  # the whole-repository pre-pass (PA102's summaries)
+    if settings.whole_repository and any(f.kind == "python" for f in files):  # PA102's summaries
         from patchaudit.pipeline.repo_index import prepare_repo
 
         metas = prepare_repo(paths, files, settings, metas, root)
