@@ -369,10 +369,14 @@ class FlowState:
             origin = (pos.line, pos.column)
         return Value({(label, origin): ((self.line(node), note),)})
 
-    def marker(self, label: str, origin: Any) -> Value:
+    def marker(self, label: str, origin: Any, follow: bool = False) -> Value:
         """A taint without a trace, for identity labels (a processor object) that are never
         reported themselves: it costs no position lookup and does not make the module "tainted"
-        (a module with markers only is analysed once, not to a fixed point)."""
+        (a module with markers only is analysed once, not to a fixed point).  `follow=True`:
+        the module is analysed to its fixed point as for a traced taint (a spec that follows
+        labels first and traces only the modules where they meet: PA106)."""
+        if follow:
+            self._tainted = True
         return Value({(label, origin): ()})
 
     def derive(self, value: Value, from_labels: Iterable[str], to_label: str, node: cst.CSTNode, note: str) -> Value:
