@@ -23,7 +23,7 @@ from patchaudit.analysis.dataflow import (
     run_repo,
     summarise,
 )
-from patchaudit.analysis.gate import facts, functions, literal_runs, string_lists
+from patchaudit.analysis.gate import called_names, facts, functions, literal_runs, quick_text, string_lists
 from patchaudit.lint.rule import PYTHON, Rule
 from patchaudit.model.findings import Severity
 
@@ -435,10 +435,34 @@ class ExpandedIdsAsRolloutTokens(Rule):
         o = {**DEFAULTS, **(settings.options_for(cls.code) if settings is not None else {})}
         if not string_lists(o, tuple(DEFAULTS)):
             return True
+        if not cls._may_export(quick_text(text), o):
+            return False
         fns = functions(text)
         if fns is None:
             return True
         return any(cls._seeded(ff, o) or cls._source_function(ff, o) for ff in fns)
+
+    @staticmethod
+    def _may_export(text: str, o: dict[str, Any]) -> bool:
+        """The quick pass (gate.py) of `exports`, from the text alone: a function is `_seeded`
+        only where the text names a request's keys, and a `_source_function` calls something
+        named like a processor (or a method of it), or apply_chat_template."""
+        media = list(o["request-media-keys"]) + list(o["vllm-media-keys"])
+        ids = list(o["request-ids-keys"]) + list(o["vllm-ids-keys"]) + list(o["request-call-ids-keys"])
+        if any(k in text for k in media) and any(k in text for k in ids):
+            return True
+        if "apply_chat_template" in text:
+            return True
+        if not any(f in text for f in o["ids-fields"]):
+            return False
+        names = o["processor-names"]
+        frags = [max(literal_runs(p), key=len, default="") for p in names]
+        if "" in frags:
+            return True
+        return any(
+            matches(n, names) and not matches(n, o["not-processor-names"])
+            for n in called_names(text, frags, receivers=True)
+        )
 
     @staticmethod
     def _carriers(o: dict[str, Any]) -> list[str]:
@@ -503,6 +527,8 @@ class ExpandedIdsAsRolloutTokens(Rule):
             # a taint from another module: then a request is what the module needs
             if not string_lists(o, tuple(DEFAULTS)):
                 return True
+            if not cls._may_have_sink(quick_text(text), o, sinks):
+                return False
             f = facts(text)
             return f is None or cls._has_sink(f, o, sinks)
         groups = cls.requires_for(options)
@@ -542,6 +568,8 @@ class ExpandedIdsAsRolloutTokens(Rule):
         )
         if not string_lists(o, keys):
             return True
+        if not ExpandedIdsAsRolloutTokens._may_have_sink(quick_text(text), o, sinks):
+            return False  # no request in it, seen without a parse
         f = facts(text)
         if f is None:
             return True
@@ -559,6 +587,16 @@ class ExpandedIdsAsRolloutTokens(Rule):
         media = list(o["request-media-keys"]) + list(o["vllm-media-keys"])
         ids = list(o["request-ids-keys"]) + list(o["vllm-ids-keys"]) + list(o["request-call-ids-keys"])
         return any(k in words for k in media) and any(k in words for k in ids)
+
+    @staticmethod
+    def _may_have_sink(text: str, o: dict[str, Any], sinks: list[str] | None) -> bool:
+        """The quick pass (gate.py) of `_has_sink`: every name, keyword and string key the
+        `ast` facts hold is in the text, so a word the text lacks is in none of them."""
+        if sinks and any(w in text for w in sinks):
+            return True
+        media = list(o["request-media-keys"]) + list(o["vllm-media-keys"])
+        ids = list(o["request-ids-keys"]) + list(o["vllm-ids-keys"]) + list(o["request-call-ids-keys"])
+        return any(k in text for k in media) and any(k in text for k in ids)
 
     @staticmethod
     def _has_source(f: Any, o: dict[str, Any]) -> bool:

@@ -8,7 +8,15 @@ import libcst as cst
 from libcst.metadata import PositionProvider
 
 from patchaudit.analysis.dataflow import analyse, matches
-from patchaudit.analysis.gate import facts, literal_runs, string_lists
+from patchaudit.analysis.gate import (
+    UNKNOWN,
+    call_receivers,
+    called_names,
+    facts,
+    literal_runs,
+    quick_text,
+    string_lists,
+)
 from patchaudit.analysis.retokenize_guards import may_size_mask
 from patchaudit.analysis.retokenize_spec import DEFAULTS, RetokenizeSpec, one_per_flow
 from patchaudit.inputs import pyast
@@ -54,7 +62,7 @@ def _engine_text_words(text: str, o: dict[str, Any]) -> bool:
     fields = o["rollout-fields"]
     if any(any(ch in p for ch in "*?[") for p in fields):
         return True
-    if _field_re(tuple(p.rsplit(".", 1)[-1] for p in fields)).search(text) is not None:
+    if has_field(tuple(p.rsplit(".", 1)[-1] for p in fields), text):
         return True
     if any(a in text for a in o["append-calls"]):
         return True
@@ -66,7 +74,7 @@ def _field_re(names: tuple[str, ...]) -> "re.Pattern[str]":
     """`.name`, `"name"`, `'name'` or `(name=`/`, name=` (an attribute, a string key, a keyword;
     a local `name = ...` is no sink).  A keyword may follow a line break or a comment."""
     alts = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
-    return re.compile(rf"(?:[.'\"](?:{alts})(?![\w])|[(,](?:\s|#[^\n]*|\\\n)*(?:{alts})\s*=(?!=))")
+    return re.compile(rf"(?:[.'\"](?:{alts})(?![\w])|[(,](?:\s|#[^\n]*(?![^\n])|\\\n)*(?:{alts})\s*=(?!=))")
 
 
 def _minimal(words: list[str]) -> list[str]:
@@ -76,10 +84,65 @@ def _minimal(words: list[str]) -> list[str]:
 
 
 @functools.lru_cache(maxsize=32)
+def _names_re(names: tuple[str, ...]) -> "re.Pattern[str]":
+    return re.compile("|".join(re.escape(n) for n in sorted(names, key=len, reverse=True)))
+
+
+_KEYWORD_BEFORE = re.compile(r"[(,](?:\s|#[^\n]*(?![^\n])|\\\n)*\Z")
+_KEYWORD_AFTER = re.compile(r"\s*=(?!=)")
+_BLANKS = re.compile(r"(?:\s|#[^\n]*(?![^\n])|\\\n)*")
+
+
+def has_field(names: tuple[str, ...], text: str) -> bool:
+    """Whether `_field_re` finds one of `names` in `text`; searched by the names first (a
+    pattern that starts with a character class makes `re` try every position: three
+    times slower on SGLang), the characters around each checked after."""
+    rx = _names_re(names)
+    pos = 0
+    while True:
+        m = rx.search(text, pos)
+        if m is None:
+            return False
+        start, end = m.start(), m.end()
+        pos = start + 1
+        if _field_re(names).match(text, start - 1 if start else 0) is not None and start:
+            return True
+        if _KEYWORD_AFTER.match(text, end) is not None:
+            # from a line start: a comment in the window is then read as Python reads it
+            lo = text.rfind("\n", 0, max(0, start - 400)) + 1
+            before = text[lo:start]
+            if _KEYWORD_BEFORE.search(before) is not None:
+                return True
+            in_comment = "#" in before[before.rfind("\n") + 1 :]
+            if lo > 0 and not in_comment and _BLANKS.fullmatch(before) is not None:
+                return True  # blanks and comments all the way back: it may start earlier
+
+
+@functools.lru_cache(maxsize=32)
 def _call_re(names: tuple[str, ...]) -> "re.Pattern[str]":
-    """`name(` for any of `names`, allowing what Python allows between a callee and its `(`."""
+    """`name(` for any of `names`, allowing what Python allows between a callee and its `(`
+    (a name inside a longer word is skipped by `has_call`)."""
     alts = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
-    return re.compile(rf"(?<![\w])(?:{alts})(?:\s|\\\n|#[^\n]*)*\(")
+    return re.compile(rf"(?:{alts})(?:\s|\\\n|#[^\n]*(?![^\n]))*\(")
+
+
+_WORD_CHAR = re.compile(r"\w")
+
+
+def has_call(names: tuple[str, ...], text: str) -> bool:
+    """Whether `text` calls one of `names` (`_call_re` not preceded by a word character).
+    The look-behind is checked here, not in the pattern: a pattern that starts with the
+    names lets `re` skip to their first letters (four times faster on SGLang)."""
+    rx = _call_re(names)
+    pos = 0
+    while True:
+        m = rx.search(text, pos)
+        if m is None:
+            return False
+        start = m.start()
+        if start == 0 or _WORD_CHAR.match(text, start - 1) is None:
+            return True
+        pos = start + 1
 
 
 class DecodeRetokenize(Rule):
@@ -625,8 +688,8 @@ class DecodeRetokenize(Rule):
         if not any(all(s in text for s in g) for g in groups):
             return False
         o = {**DEFAULTS, **(options or {})}
-        if _call_re(tuple(o["decode-methods"])).search(text) is None:
-            if not _engine_text_words(text, o) or _call_re(cls.call_names(o)).search(text) is None:
+        if not has_call(tuple(o["decode-methods"]), text):
+            if not _engine_text_words(text, o) or not has_call(cls.call_names(o), text):
                 return False
         return cls.can_fire(text, o)
 
@@ -643,6 +706,12 @@ class DecodeRetokenize(Rule):
         lists = ("decode-methods", "encode-methods", "tokenizer-names", "response-calls", "output-text-fields")
         if not string_lists(o, lists + ("rollout-fields", "mask-names", "append-calls")):
             return True
+        q = quick_text(text)
+        if not (
+            DecodeRetokenize._may_encode(q, o)
+            and (DecodeRetokenize._may_decode(q, o) or DecodeRetokenize._may_respond(q, o))
+        ):
+            return False  # no encode call, or no source (the checks below), seen without a parse
         f = facts(text)
         if f is None:
             return True
@@ -670,6 +739,40 @@ class DecodeRetokenize(Rule):
             return True
         tree = pyast.parse(text)
         return tree is None or may_size_mask(tree, o["mask-names"])
+
+    @staticmethod
+    def _may_encode(text: str, o: dict[str, Any]) -> bool:
+        """The quick pass (gate.py) of `can_fire`'s encode check: a superset of the calls
+        it accepts, read from the text alone."""
+        tok = o["tokenizer-names"]
+        if "apply_chat_template" in text:
+            return True
+        receivers = call_receivers(text, o["encode-methods"])
+        if UNKNOWN in receivers or any(r is not None and matches(r, tok) for r in receivers):
+            return True
+        frags = [max(literal_runs(t), key=len, default="") for t in tok]
+        if "" in frags:
+            return True  # a tokenizer named by a pure pattern: every call may be one
+        return any(matches(n, tok) and not matches(n, VERB_NAMES) for n in called_names(text, frags))
+
+    @staticmethod
+    def _may_decode(text: str, o: dict[str, Any]) -> bool:
+        """The quick pass of the decode check: a decode method called on a receiver named
+        like a tokenizer (or one the text does not show plainly)."""
+        receivers = call_receivers(text, o["decode-methods"])
+        return UNKNOWN in receivers or any(r is not None and matches(r, o["tokenizer-names"]) for r in receivers)
+
+    @staticmethod
+    def _may_respond(text: str, o: dict[str, Any]) -> bool:
+        """The quick pass of the engine-call check: an output-text field named, and a call
+        whose last name is an engine call's (`response-calls`: a dotted pattern's last
+        part is the call's name)."""
+        if not any(w in text for w in o["output-text-fields"]):
+            return False
+        lasts = [p.rsplit(".", 1)[-1] for p in o["response-calls"]]
+        if any(ch in last for last in lasts for ch in "*?["):
+            return True
+        return any(n in lasts for n in called_names(text, lasts))
 
     @classmethod
     def requires_for(cls, options: dict[str, Any] | None):

@@ -22,7 +22,9 @@ example and on the whole corpus.
 from __future__ import annotations
 
 import ast
+import keyword
 import re
+import unicodedata
 from typing import Any, Iterable
 
 from patchaudit.inputs import pyast
@@ -122,6 +124,148 @@ class Facts:
         return self._annotation_text
 
 
+# --------------------------------------------------------------------------
+# the quick pass: questions answered from the text alone, before any parse
+#
+# Each answer is a superset of what the `ast` facts above would say (a name in a
+# comment or a string counts too), so a rule that rejects a file on a quick answer
+# rejects no file its `ast` gate would keep: the quick pass only spares the parse
+# for the files that cannot pass anyway (on SGLang most of those the byte filter
+# lets through).  Limits, shared with the byte filter: a key spelled with escapes
+# or split over adjacent literals ("input_" "ids") is not seen; and a text `ast`
+# cannot read (which the `ast` tier lets through) is judged on its words like any
+# other.  tests/test_quick_gate.py checks the superset on every rule example and
+# corpus file.
+
+#: a receiver the quick pass cannot name (a call's result, a parenthesised expression)
+UNKNOWN = "\0unknown"
+
+_WORD = re.compile(r"\w")
+
+
+def quick_text(text: str) -> str:
+    """The text the quick pass reads: `ast` normalises identifiers (NFKC), so a non-ASCII
+    text is read normalised (its identifiers are then `ast`'s; an ASCII word of a string
+    stays what it was)."""
+    return text if text.isascii() else unicodedata.normalize("NFKC", text)
+
+
+def call_receivers(text: str, methods: Iterable[str]) -> set[str | None]:
+    """The receivers of the calls `x.m(...)` of a method in `methods`, as `Call.receiver`
+    names them (`self.tok.decode()` -> "tok", `tok(x).decode()` -> "tok", a literal's or
+    a subscript's method -> None), with UNKNOWN for every receiver the text does not show
+    plainly."""
+    names = sorted({m for m in methods if m}, key=len, reverse=True)
+    if not names:
+        return set()
+    gap = r"(?:\s|\\(?=[\r\n])|#[^\n]*(?![^\n]))*"  # what Python allows between the parts
+    rx = re.compile(r"\.%s(?:%s)%s\(" % (gap, "|".join(re.escape(m) for m in names), gap))
+    out: set[str | None] = set()
+    for m in rx.finditer(text):
+        out.add(_receiver_before(text, m.start()))
+        if UNKNOWN in out:
+            break
+    return out
+
+
+def _receiver_before(text: str, dot: int) -> str | None:
+    i = dot - 1
+    while i >= 0 and text[i] in " \t":
+        i -= 1
+    if i < 0 or text[i] in "\n\r\\":
+        return UNKNOWN  # a continuation line: a comment may stand between the parts
+    c = text[i]
+    if c in "\"'":
+        return None  # a literal's method (`"x".encode()`)
+    if c in "]}":
+        return None  # a subscript's or a display's
+    if c == ")":
+        start = _open_paren(text, i)
+        if start is None:
+            return UNKNOWN
+        j = start - 1
+        while j >= 0 and text[j] in " \t":
+            j -= 1
+        if j < 0 or not _WORD.match(text[j]):
+            return None if j >= 0 and text[j] in "]}\"'" else UNKNOWN
+        word = _word_before(text, j)
+        # `if (x).decode()`: a keyword before the parenthesis, whose content is the receiver
+        return UNKNOWN if keyword.iskeyword(word) or keyword.issoftkeyword(word) else word
+    if _WORD.match(c):
+        return _word_before(text, i)
+    return UNKNOWN
+
+
+def _word_before(text: str, end: int) -> str:
+    i = end
+    while i >= 0 and _WORD.match(text[i]):
+        i -= 1
+    word = text[i + 1 : end + 1]
+    return UNKNOWN if word[:1].isdigit() else word
+
+
+def _open_paren(text: str, close: int) -> int | None:
+    """The `(` matching the `)` at `close`, or None when the span holds a quote or a
+    comment (the count could be wrong) or is unbalanced."""
+    depth = 0
+    for i in range(close, max(-1, close - 4000), -1):
+        c = text[i]
+        if c in ")]}":
+            depth += 1
+        elif c in "([{":
+            depth -= 1
+            if depth == 0:
+                return i if c == "(" else None
+        elif c in "\"'#":
+            return None
+    return None
+
+
+def called_names(text: str, fragments: Iterable[str], receivers: bool = False) -> set[str]:
+    """The identifiers holding one of `fragments` that are called (`name(`, `x.name(`):
+    a superset of the last names (`Call.name`) of the module's calls that hold one; with
+    `receivers`, also those whose method is called (`name.m(`: a superset of the
+    `Call.receiver` names that hold one)."""
+    frags = sorted({f for f in fragments if f}, key=len, reverse=True)
+    out: set[str] = set()
+    if not frags:
+        return out
+    rx = re.compile("|".join(re.escape(f) for f in frags))
+    n = len(text)
+    for m in rx.finditer(text):
+        i, j = m.start(), m.end()
+        while i > 0 and _WORD.match(text[i - 1]):
+            i -= 1
+        while j < n and _WORD.match(text[j]):
+            j += 1
+        k = _skip_blanks(text, j)
+        if k < n and text[k] == "(":
+            out.add(text[i:j])
+        elif receivers and k < n and text[k] == ".":
+            k = _skip_blanks(text, k + 1)
+            e = k
+            while e < n and _WORD.match(text[e]):
+                e += 1
+            if e > k and _skip_blanks(text, e) < n and text[_skip_blanks(text, e)] == "(":
+                out.add(text[i:j])
+    return out
+
+
+def _skip_blanks(text: str, i: int) -> int:
+    """The index after the blanks, line continuations and comments at `i`."""
+    n = len(text)
+    while i < n:
+        c = text[i]
+        if c in " \t\r\n\\":
+            i += 1
+        elif c == "#":
+            end = text.find("\n", i)
+            i = n if end < 0 else end
+        else:
+            break
+    return i
+
+
 def _call(node: ast.Call) -> Call:
     func = node.func
     name = receiver = None
@@ -158,8 +302,30 @@ def _segment(lines: list[bytes], node: ast.expr) -> str | None:
         return None
 
 
+#: set by `quick_only()`: the `ast` tier answers "cannot tell" (None) without parsing
+_QUICK_ONLY = [False]
+
+
+class quick_only:
+    """Within it, `facts` and `functions` answer None (the gate lets the text through)
+    without parsing: the scan's main process asks the rules' filters so, when worker
+    processes will ask them again in full before running the rules (the quick pass then
+    keeps the files that cannot fire from being shipped to a worker, and the parse is
+    done on the workers' cores)."""
+
+    def __enter__(self) -> "quick_only":
+        self._was = _QUICK_ONLY[0]
+        _QUICK_ONLY[0] = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _QUICK_ONLY[0] = self._was
+
+
 def facts(text: str) -> Facts | None:
     """The module's facts, or None when `ast` cannot read it (the gate then lets it through)."""
+    if _QUICK_ONLY[0]:
+        return None
     if text in _CACHE:
         return _CACHE[text]
     tree = parse(text)
@@ -214,6 +380,8 @@ def functions(text: str) -> list[FunctionFacts] | None:
     """The module's top-level functions and methods with what they name (the whole-repository
     pre-pass decides from these which modules export a summary); None when `ast` cannot
     read the text."""
+    if _QUICK_ONLY[0]:
+        return None
     if text in _FUNCTIONS:
         return _FUNCTIONS[text]
     tree = parse(text)

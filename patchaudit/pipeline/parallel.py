@@ -101,6 +101,67 @@ def effective_jobs(jobs: int | None, settings, forced: bool = False) -> int:
     return max(1, min(int(asked), MAX_JOBS_PER_CPU * cpus if forced else cpus))
 
 
+#: seconds over which the CPUs' idle time is read before workers start (the kernel counts
+#: in 10 ms ticks: ten per CPU)
+IDLE_SAMPLE = 0.1
+
+
+def _cpu_times() -> dict[int, tuple[int, int]] | None:
+    """(idle, total) ticks of each CPU since boot, from /proc/stat (None where unknown)."""
+    try:
+        with open("/proc/stat", "rb") as fh:
+            lines = fh.read().decode("ascii", "replace").splitlines()
+    except OSError:
+        return None
+    out = {}
+    for line in lines:
+        parts = line.split()
+        if not parts or not parts[0].startswith("cpu") or parts[0] == "cpu":
+            continue
+        try:
+            n = int(parts[0][3:])
+            ticks = [int(x) for x in parts[1:9]]
+        except ValueError:
+            continue
+        if len(ticks) >= 5:
+            out[n] = (ticks[3] + ticks[4], sum(ticks))  # idle + iowait
+    return out or None
+
+
+def idle_cpus(sample: float = IDLE_SAMPLE) -> float | None:
+    """How many of this process's CPUs are idle now (0.0 to their number), read over
+    `sample` seconds; None where the platform does not say (then all are counted)."""
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return None
+    before = _cpu_times()
+    if before is None:
+        return None
+    time.sleep(sample)
+    after = _cpu_times()
+    if after is None:
+        return None
+    idle = 0.0
+    for n in cpus:
+        if n not in before or n not in after:
+            idle += 1.0
+            continue
+        d_idle, d_total = after[n][0] - before[n][0], after[n][1] - before[n][1]
+        idle += min(1.0, d_idle / d_total) if d_total > 0 else 1.0
+    return idle
+
+
+def adapted_jobs(jobs: int) -> int:
+    """The workers to start when nobody fixed their number: no more than the CPUs idle
+    now (another process busy on one of two cores: one job, in this process; a worker
+    would only take turns with it and pay the messaging)."""
+    idle = idle_cpus()
+    if idle is None:
+        return jobs
+    return max(1, min(jobs, int(idle + 0.5)))
+
+
 def worker_memory(settings) -> int:
     """The address space a worker may add to its start-up size (see WORKER_MEMORY)."""
     from patchaudit.inputs.pyast import parse_limit
@@ -274,11 +335,13 @@ def scan(
     """(FileResult, from the cache?) for each file, in the order of `files`.
 
     `on_done()`, if given, is called in this process once per finished file."""
+    adaptive = jobs is None and not settings.jobs and not settings.jobs_forced
     jobs = effective_jobs(jobs, settings, forced=jobs is not None)
     from patchaudit.inputs.pyast import set_parse_limit
 
     set_parse_limit(settings)  # the pre-filter's ast gate refuses what libcst would
     run = _Scan(files, settings, metas, engines, tokenizer, cache, jobs, on_done)
+    run.adaptive = adaptive
     LAST_SCAN.clear()
     LAST_SCAN.update(pool=False, eager=False, jobs=jobs, heavy=0, light=0, cached=0, lost=0, restarts=0)
     if _eager_pool(files, jobs, cache, run.triage, metas):
@@ -325,6 +388,8 @@ class _Scan:
         self.pool: Pool | None = None
         self.pool_broken = False  # workers could not start: the rest runs here, no new pool
         self.submitted = False
+        #: nobody fixed the number of jobs: it is fitted to the idle CPUs when a pool would start
+        self.adaptive = False
 
     def rule_classes(self) -> list:
         if self.classes is None:
@@ -438,6 +503,13 @@ class _Scan:
         self.pool.submit((i, src, data))
 
     def start_pool(self, eager: bool = False) -> None:
+        if self.adaptive:
+            self.adaptive = False
+            self.jobs = adapted_jobs(self.jobs)
+            LAST_SCAN["jobs"] = self.jobs
+            if self.jobs == 1:  # no core to spare: everything here, the filters in full
+                self.triage.defer = False
+                return
         if not eager:
             self.rule_classes()  # import the rule modules (and libcst) once, before forking
         LAST_SCAN["pool"] = True

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 
@@ -37,8 +38,9 @@ class Triage:
         # rules judged from the other rules' results (PA001): they need the full rule
         # list wherever a suppression comment could be judged
         self.meta_rules = any(not m.kinds for m in metas)
-        # with worker processes, a rule's own filter (PA102/PA103 parse the file with `ast`)
-        # runs in the worker that would run the rule, not in this process, which would
+        # with worker processes, a rule's own filter runs here in its quick pass only (the
+        # text read without a parse, analysis/gate.py); its `ast` tier (PA102/PA103 parse the
+        # file) runs in the worker that would run the rule, not in this process, which would
         # otherwise do it for every file one after the other
         self.defer = defer
 
@@ -63,27 +65,32 @@ class Triage:
             if self.static_ok[m.code]:
                 if not m.can_match_bytes(data):
                     continue  # cannot fire: decided without importing the rule
-                if not m.custom_filter or self.defer:
+                if not m.custom_filter:
                     return True
                 # `requires` (a sound over-approximation) let it through: the rule's own,
                 # finer filter decides (PA103 wants a *call* of a decode method), so a
                 # file it rejects is not shipped to a worker for nothing
-            if self.defer:
-                return True
             if text is None:
                 try:
                     text = data.decode("utf-8-sig")
                 except UnicodeDecodeError:
                     return True  # analyse_file reports it; no rule will run
-            # exactly what run_rules.run_python_rules / run_unit_rules ask
-            if unit_kind == "python":
-                if m.load().can_match(text, self.settings):
-                    return True
-            elif m.load().can_match(_joined_lines(text)):
+            if self._can_match(m, unit_kind, text):
                 return True
         if self.meta_rules and b"patchaudit" in data.lower():
             return True
         return False
+
+    def _can_match(self, m, unit_kind: str, text: str) -> bool:
+        """Exactly what run_rules.run_python_rules / run_unit_rules ask; with workers, only
+        the filter's quick pass (gate.quick_only: the dataflow rules' `ast` tier is left to
+        the worker, which asks the whole filter again before it runs the rule)."""
+        from patchaudit.analysis.gate import quick_only
+
+        with quick_only() if self.defer else contextlib.nullcontext():
+            if unit_kind == "python":
+                return bool(m.load().can_match(text, self.settings))
+            return bool(m.load().can_match(_joined_lines(text)))
 
 
 def _joined_lines(text: str) -> str:

@@ -1,0 +1,68 @@
+"""The default number of jobs follows the idle CPUs when a pool would start; a number that
+was asked for (`--jobs`, `jobs =` in the configuration) is kept.  No timing: what the
+scheduler decides is read from `parallel.LAST_SCAN`."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from patchaudit.config.settings import Settings
+from patchaudit.pipeline import parallel
+from patchaudit.pipeline.runner import run_check
+
+LINUX = sys.platform.startswith("linux")
+
+POSITIVE = """\
+async def process(self, image_data, input_text, request_obj):
+    base_output = await self.legacy_load_mm_data(
+        prompt=input_text, image_data=image_data, multimodal_tokens=self.mm_tokens
+    )
+    return base_output
+"""
+
+
+def _tree(root, n=6):
+    root.mkdir(parents=True)
+    (root / "pyproject.toml").write_text("[tool.patchaudit]\n")
+    for i in range(n):
+        (root / f"m{i}.py").write_text(POSITIVE + f"# {i}\n" + "x = 1\n" * 200)
+    return root
+
+
+def _scan(root, monkeypatch, idle, **settings):
+    monkeypatch.chdir(root)
+    monkeypatch.setattr(parallel, "POOL_MIN_BYTES", 0)
+    monkeypatch.setattr(parallel, "default_jobs", lambda: 2)
+    monkeypatch.setattr(parallel, "idle_cpus", lambda sample=parallel.IDLE_SAMPLE: idle)
+    res = run_check(["."], Settings(select=["PA101"], cache=False, **settings))
+    return [json.dumps(f.to_json(), sort_keys=True) for f in res.findings], dict(parallel.LAST_SCAN)
+
+
+@pytest.mark.skipif(not LINUX, reason="the pool forks on Linux only")
+def test_default_jobs_follow_the_idle_cpus(tmp_path, monkeypatch):
+    root = _tree(tmp_path / "t")
+    busy, scan_busy = _scan(root, monkeypatch, idle=1.1)       # one of two cores taken
+    assert scan_busy["jobs"] == 1 and not scan_busy["pool"]
+    free, scan_free = _scan(root, monkeypatch, idle=1.9)       # both free
+    assert scan_free["jobs"] == 2 and scan_free["pool"]
+    unknown, scan_unknown = _scan(root, monkeypatch, idle=None)  # the platform does not say
+    assert scan_unknown["jobs"] == 2 and scan_unknown["pool"]
+    assert busy == free == unknown and len(busy) == 6
+
+
+@pytest.mark.skipif(not LINUX, reason="the pool forks on Linux only")
+def test_asked_jobs_are_kept(tmp_path, monkeypatch):
+    root = _tree(tmp_path / "t")
+    _, scan = _scan(root, monkeypatch, idle=0.2, jobs=2)
+    assert scan["jobs"] == 2 and scan["pool"]
+
+
+@pytest.mark.skipif(not LINUX, reason="/proc/stat")
+def test_idle_cpus_reads_the_kernel():
+    import os
+
+    got = parallel.idle_cpus(sample=0.05)
+    assert got is not None and 0.0 <= got <= len(os.sched_getaffinity(0))
