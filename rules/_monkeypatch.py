@@ -64,6 +64,9 @@ class MonkeypatchRule(Rule):
     METADATA_DEPENDENCIES = (PositionProvider, ScopeProvider, QualifiedNameProvider)
     #: the kind of `monkeypatch.Issue` this rule reports
     issue_kind: ClassVar[str] = ""
+    #: a patch's monkey-patch is judged on its own statement and the engine's index (which
+    #: sees the whole patched file): exact mode runs these rules on the changed definitions
+    sliceable = True
 
     @classmethod
     def can_match(cls, text: str, settings: Any = None) -> bool:

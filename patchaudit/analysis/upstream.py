@@ -128,6 +128,8 @@ def function_ranges(text: str | None, tree: ast.AST | None = None) -> list[tuple
 
     def walk(node, prefix: str) -> None:
         for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.expr):
+                continue  # no definition is ever inside an expression: nothing to walk
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 name = f"{prefix}.{child.name}" if prefix else child.name
                 if not isinstance(child, ast.ClassDef):

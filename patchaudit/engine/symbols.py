@@ -19,7 +19,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from patchaudit.engine.definitions import ClassInfo, FuncInfo, ModuleIndex, Param, index_module
+from patchaudit.engine.definitions import ClassInfo, FuncInfo, ModuleIndex, Param
+from patchaudit.engine.shared import shared_index
 from patchaudit.inputs import astnames
 
 
@@ -38,7 +39,9 @@ class EngineIndex:
             text = self.engine.read_text(path)
             if text is None:
                 return None
-            self._modules[path] = index_module(path, text, self.engine.module_name(path))
+            # the same text met through another view (OLD/NEW/patched, another patch's
+            # context) is parsed once (engine/shared.py)
+            self._modules[path] = shared_index(path, text, self.engine.module_name(path))
         return self._modules[path]
 
     def module(self, dotted: str) -> ModuleIndex | None:
@@ -335,9 +338,9 @@ def call_sites(index: "EngineIndex", func: FuncInfo) -> list[CallSite]:
         mod = index.module_by_path(path)
         if mod is None or mod.tree is None:
             continue
-        for call, class_q, symbol in calls_in(mod.tree):
+        for call, class_q, symbol in calls_by_name(mod).get(target_name, ()):
             callee = ast_callee(call.func)
-            if callee is None or callee.rsplit(".", 1)[-1] != target_name:
+            if callee is None:
                 continue
             got = resolve_callee(index, mod, callee, class_q)
             if got is not None and _same(got.func, func) and (got.how == "constructor") == ctor:
@@ -363,6 +366,24 @@ def calls_in(tree: ast.AST):
             stack.append((child, c_cls, c_sym))
 
 
+def calls_by_name(mod: ModuleIndex) -> dict[str, list[tuple[ast.Call, str | None, str | None]]]:
+    """The calls of a module by the last name of their callee (`self.a.f(...)` under "f"):
+    (Call node, enclosing class qualname, enclosing symbol), in `calls_in`'s order.
+    Computed once per module index (indexes are shared: engine/shared.py), so finding
+    the call sites of many functions walks each module once, not once per function."""
+    got = mod.__dict__.get("_calls_by_name")
+    if got is not None:
+        return got
+    out: dict[str, list[tuple[ast.Call, str | None, str | None]]] = {}
+    if mod.tree is not None:
+        for call, cls, sym in calls_in(mod.tree):
+            callee = ast_callee(call.func)
+            if callee is not None:
+                out.setdefault(callee.rsplit(".", 1)[-1], []).append((call, cls, sym))
+    mod.__dict__["_calls_by_name"] = out
+    return out
+
+
 def name_call_sites(index: "EngineIndex", name: str) -> list[CallSite]:
     """Every call of a method or function called `name` in this engine, whatever its receiver
     (`obj.name(...)`, `self.x.name(...)`, `name(...)`): the calls that may reach a definition
@@ -375,10 +396,8 @@ def name_call_sites(index: "EngineIndex", name: str) -> list[CallSite]:
         mod = index.module_by_path(path)
         if mod is None or mod.tree is None:
             continue
-        for call, _cls, symbol in calls_in(mod.tree):
-            callee = ast_callee(call.func)
-            if callee is not None and callee.rsplit(".", 1)[-1] == name:
-                out.append(CallSite(path, call.lineno, symbol, ast_call_shape(call)))
+        for call, _cls, symbol in calls_by_name(mod).get(name, ()):
+            out.append(CallSite(path, call.lineno, symbol, ast_call_shape(call)))
     out.sort(key=lambda s: (s.path, s.line))
     memo[name] = out
     return out

@@ -156,6 +156,12 @@ class Rule(_VisitorBase):  # type: ignore[misc,valid-type]
     #: without pruning are compared on every example and the corpus
     #: (tests/test_prune.py).
     local: ClassVar[bool] = False
+    #: exact mode may hand the rule the patched engine file sliced to the definitions the
+    #: patch changed and what they name (lines and columns kept).  A rule may be sliceable
+    #: only if its judgement of a node on a changed line depends on nothing the slice
+    #: empties: patchaudit/units/slicing.py states what it keeps; the dataflow rules,
+    #: whose flows run through callers and class attributes, are not.
+    sliceable: ClassVar[bool] = False
     #: whole-repository dataflow (patchaudit/pipeline/repo_index.py, docs/dataflow.md): before
     #: the per-file pass the rule's `summarise` runs on every module its `exports` accepts,
     #: to a fixed point, and its analysis of each file sees the others' summaries

@@ -30,6 +30,7 @@ from patchaudit.analysis.upstream import (
 )
 from patchaudit.config.settings import Settings
 from patchaudit.engine.definitions import FuncInfo, ModuleIndex, parse_python
+from patchaudit.engine.shared import shared_index
 from patchaudit.engine.sources import EngineError, EngineSource, map_path
 from patchaudit.engine.symbols import Callee, CallShape, EngineIndex, call_sites, resolve_callee
 from patchaudit.inputs.testfiles import is_test_file
@@ -199,6 +200,14 @@ class BumpAudit:
             reloc = self.relocation(old_path)
             if rec.missing or reloc is not None:
                 out.append(MissingFile(sec.header_line, old_path, reloc))
+            if (
+                reloc is None
+                and not rec.missing
+                and old_path == rec.engine_path
+                and orec.original_text is not None
+                and orec.original_text == rec.original_text
+            ):
+                continue  # the same file in OLD and NEW: nothing under its hunks changed upstream
             old_hunks = {h.patch_line: h for h in orec.hunks}
             new_hunks = {h.patch_line: h for h in rec.hunks}
             for h in sec.hunks:
@@ -347,7 +356,7 @@ class BumpAudit:
         Read with `ast` (positions of libcst cost more than the parse)."""
         from patchaudit.engine.symbols import ast_call_shape, ast_callee, calls_in
 
-        tree = parse_python(unit.text)
+        tree = _tree_of(unit)
         if tree is None:
             return []
         lines = unit.text.split("\n")
@@ -391,17 +400,16 @@ class BumpAudit:
         (same class) or override (a base class) one of NEW whose parameters differ: (the
         patched definition, upstream's in NEW, NEW's call sites resolved to upstream's, NEW's
         calls of a method of that name on receivers of unknown type)."""
-        from patchaudit.engine.definitions import index_module
         from patchaudit.engine.symbols import name_call_sites
 
         path = unit.target_path
         if not path or getattr(unit, "mode", "exact") != "exact":
             return []
-        tree = parse_python(unit.text)
+        tree = _tree_of(unit)
         if tree is None:
             return []
         # the patched file as this unit has it (its lines are the unit's lines)
-        mod = index_module(path, unit.text, self.new.module_name(path), tree)
+        mod = shared_index(path, unit.text, self.new.module_name(path), tree)
         up_mod = self.new_index.module_by_path(path)
         out = []
         for node, cls_q in _defs_with_class(tree):
@@ -461,6 +469,12 @@ class BumpAudit:
             if isinstance(node, ast.Call) and node.lineno == target and ast_callee(node.func) == callee:
                 return ast_call_shape(node)
         return None
+
+
+def _tree_of(unit) -> ast.Module | None:
+    """The `ast` tree of a unit's text: exact mode parsed it once already (`patched_tree`)."""
+    tree = getattr(unit, "patched_tree", None)
+    return tree if tree is not None else parse_python(unit.text)
 
 
 def _defs_with_class(tree: ast.AST):

@@ -105,7 +105,8 @@ class PatchPair:
     @property
     def old_result(self) -> ExactResult | None:
         if self._old is None and self.old_ctx is not None:
-            self._old = exact_units(self.patch, self.old_ctx, report_path=self.patch.path)[2]
+            # OLD's hunk records and patched texts: no rule runs on OLD, so no units are built
+            self._old = exact_units(self.patch, self.old_ctx, report_path=self.patch.path, records_only=True)[2]
         return self._old
 
     @property
@@ -114,6 +115,13 @@ class PatchPair:
             plain = RevisionContext(self.new_ctx.source, self.new_ctx.strip, self.new_ctx.prefix, self.new_ctx.index)
             self._new = exact_units(self.patch, plain, report_path=self.patch.path)[2]
         return self._new
+
+    def offer_new_result(self, patch, ctx: EngineContext, result: ExactResult) -> None:
+        """Exact mode on this pair's NEW context (the check pass, `analyse_file`) hands its
+        result here: it is what `new_result` would compute again (same source, strip,
+        prefix, no index blobs, GNU patch's defaults), so NEW is patched once."""
+        if self._new is None and patch is self.patch and ctx is self.new_ctx:
+            self._new = result
 
     def old_record(self, header_line: int) -> HunkRecord | None:
         res = self.old_result

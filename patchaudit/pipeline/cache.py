@@ -18,9 +18,11 @@ The run key covers everything else a result depends on:
   select/ignore lists, which the selected codes replace);
 - the tokenizer's files (path, size, modification time) when one is given.
 
-Runs with `--engine` (exact mode) do not use the cache: their results depend
-on an engine source that can change outside the cache's view (a directory, a
-branch of a git repository).
+Runs with `--engine` (exact mode) add to the key what their results depend on
+outside the file (pipeline/exact_cache.py): each engine's identity (an archive's
+stat, a git revision's commit) and the content of the earlier patches each patch
+is stacked on; an engine without an identity (a directory, whose files can change
+outside the cache's view) leaves the run uncached.
 
 Where: `--cache-dir`, else `PATCHAUDIT_CACHE_DIR`, else `cache-dir` from the
 configuration, else `.patchaudit_cache/` beside the pyproject.toml that
@@ -319,14 +321,23 @@ class ResultCache:
             self._cold = True
 
     @classmethod
-    def for_run(cls, settings, codes: Iterable[str]) -> "ResultCache | None":
-        """The cache of this run, or None (disabled, exact mode, refused or unwritable)."""
-        if not settings.cache or settings.engines:
+    def for_run(cls, settings, codes: Iterable[str], engines: Any = None) -> "ResultCache | None":
+        """The cache of this run, or None (disabled, refused or unwritable; exact mode with
+        an engine whose content has no identity, a directory: pipeline/exact_cache.py)."""
+        if not settings.cache:
             return None
+        key = run_key(settings, codes)
+        if settings.engines:
+            from patchaudit.pipeline.exact_cache import exact_run_key
+
+            extra = exact_run_key(settings, engines)
+            if extra is None:
+                return None
+            key = hashlib.sha256(f"{key}\0{extra}".encode()).hexdigest()[:32]
         root = cache_root(settings)
         if root is None or not ensure_root(root):
             return None
-        return cls(root, run_key(settings, codes))
+        return cls(root, key)
 
     @staticmethod
     def _shard(path: str, kind: str) -> int:

@@ -50,6 +50,24 @@ def needs_met(rule: type[Rule], *, engine: Any, tokenizer: Any) -> bool:
 def run_python_rules(
     unit, rules: list[type[Rule]], settings: Settings, result: FileResult, tokenizer: Any = None
 ) -> list[Finding]:
+    """The Python rules on one unit.  Exact mode: the rules that declare `sliceable` run on
+    the patched file sliced to the definitions the patch changed and what they name
+    (patchaudit/units/exact_unit.py, patchaudit/units/slicing.py), the others on all of it."""
+    from patchaudit.units.exact_unit import ExactPythonUnit
+
+    sliceable = [r for r in rules if r.sliceable and K_PYTHON in r.kinds]
+    part = unit.sliced() if sliceable and isinstance(unit, ExactPythonUnit) else None
+    if part is None:
+        return _run_python_rules(unit, rules, settings, result, tokenizer)
+    rest = [r for r in rules if r not in sliceable]
+    return _run_python_rules(unit, rest, settings, result, tokenizer) + _run_python_rules(
+        part, sliceable, settings, result, tokenizer
+    )
+
+
+def _run_python_rules(
+    unit, rules: list[type[Rule]], settings: Settings, result: FileResult, tokenizer: Any = None
+) -> list[Finding]:
     engine = unit.engine
     active = [
         r

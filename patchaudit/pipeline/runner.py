@@ -53,7 +53,6 @@ def run_check(paths: list[str], settings: Settings, progress: Any = None) -> Run
         metas = prepare_repo(paths, files, settings, metas, root)
     engines = open_engines(settings)
     tokenizer = load_tokenizer(settings)
-    cache = ResultCache.for_run(settings, codes) if root is not None else None
     # values of the configuration refused (a limit above its hard cap): errors of the run
     result = RunResult(errors=list(settings.problems) + list(errors), files=len(files))
     result.warnings.extend(engine_warnings(engines))
@@ -68,6 +67,8 @@ def run_check(paths: list[str], settings: Settings, progress: Any = None) -> Run
         scope = engine_scope(plan, engines)
         settings.patch_scope = scope.entries
         result.warnings.extend(scope.warnings + sed_warnings(plan))
+    # after the plan: in exact mode the key covers each patch's scope (pipeline/exact_cache.py)
+    cache = ResultCache.for_run(settings, codes, engines) if root is not None else None
     done = (lambda: progress(len(files))) if progress is not None else None
     for fr, hit in scan(files, settings, metas, engines, tokenizer, cache, on_done=done):
         result.findings.extend(fr.findings)

@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from patchaudit.engine.definitions import FuncInfo, ModuleIndex, index_module
+from patchaudit.engine.definitions import FuncInfo, ModuleIndex
+from patchaudit.engine.shared import shared_index
 from patchaudit.engine.sources import EngineError, EngineSource, detect_strip, map_path, open_named_engine
 from patchaudit.engine.symbols import EngineIndex
 from patchaudit.model.findings import FileError
@@ -131,7 +132,7 @@ class EngineContext:
             return cached
         mod: ModuleIndex | None
         if unit.mode == "exact":
-            mod = index_module(
+            mod = shared_index(  # the same patched text another view indexes: once (bump's overlay)
                 unit.target_path or "",
                 unit.text,
                 self.source.module_name(unit.target_path or ""),

@@ -27,12 +27,12 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from patchaudit.engine.definitions import index_module, parse_python
 from patchaudit.engine.sources import EngineError
 from patchaudit.model.findings import FileError
 from patchaudit.patching.appliers import DEFAULT_APPLIER, Applier, is_default
 from patchaudit.units import LineInfo, PythonUnit, TextUnit
 from patchaudit.units.engines import BoundedSource, EngineContext
+from patchaudit.units.exact_unit import ExactPythonUnit, original_index, syntax_error
 
 
 @dataclass
@@ -105,6 +105,8 @@ class ExactResult:
     #: git apply / git am: the first hunk that does not apply; the build applies nothing
     #: of the patch and stops there (None: the patch applies, or GNU patch)
     stopped_at: HunkRecord | None = None
+    #: hunk records and patched texts only, no units (bump's OLD side: no rule reads them)
+    records_only: bool = False
 
     @property
     def hunks(self) -> list[HunkRecord]:
@@ -177,7 +179,9 @@ def hunk_defect(hunk) -> str | None:
     return None
 
 
-def exact_units(patch, ctx: EngineContext, report_path: str, applier: Applier = DEFAULT_APPLIER):
+def exact_units(
+    patch, ctx: EngineContext, report_path: str, applier: Applier = DEFAULT_APPLIER, records_only: bool = False
+):
     """Units of a patch in exact mode: (python units, text units, ExactResult).
 
     `applier` is the build's command (a recipe's `git apply --3way`, `patch -F3`):
@@ -188,7 +192,7 @@ def exact_units(patch, ctx: EngineContext, report_path: str, applier: Applier = 
     the other sections as they are."""
     from patchaudit.inputs.discover import classify
 
-    result = ExactResult(ctx.label, ctx.source.name, ctx.strip, ctx.prefix, applier=applier)
+    result = ExactResult(ctx.label, ctx.source.name, ctx.strip, ctx.prefix, applier=applier, records_only=records_only)
     py: list[PythonUnit] = []
     text_units: list[TextUnit] = []
     # a file changed by two sections of one patch: the second applies to the first's result,
@@ -251,6 +255,9 @@ def exact_units(patch, ctx: EngineContext, report_path: str, applier: Applier = 
         py.extend(sec_py)
         text_units.extend(sec_text)
     py, text_units = _as_built(patch, ctx, report_path, applier, result, py, text_units)
+    pair = getattr(ctx, "pair", None)
+    if pair is not None and is_default(applier):  # bump: NEW's hunk records, computed once
+        pair.offer_new_result(patch, ctx, result)
     return py, text_units, result
 
 
@@ -352,7 +359,8 @@ def _exact_section(
     applied, actions = _apply(
         ctx, section, orig_path or target, result.applier, lines, [h.to_spec() for h in good], eol
     )
-    orig_index = index_module(orig_path or target, original) if kind == PYTHON else None
+    # the engine's own file: the index its engine context has (or will have) of that text
+    orig_index = original_index(ctx, orig_path or target, original) if kind == PYTHON else None
     _applied_records(report_path, ctx, section, target, good, applied, orig_index, records, actions)
     finish_records()
     failed = [h for h, r in zip(good, applied.hunks) if r.status == "failed"]
@@ -361,6 +369,8 @@ def _exact_section(
     patched = "\n".join(applied.lines) + ("\n" if applied.ends_with_newline and applied.lines else "")
     rec.patched_text = patched
     patched_so_far[target] = (patched, target)
+    if result.records_only:
+        return
     unit = _section_unit(patch, ctx, report_path, section, rec, target, kind, good, applied, patched, orig_index)
     if unit is _BROKEN:
         fallback(good)
@@ -410,12 +420,13 @@ def _section_unit(
 
         # over max-parse-size: never parsed (not a syntax error); the runner reports the unit
         too_large = over_limit(patched) is not None
-        patched_tree = None if too_large else parse_python(patched)
+        # indexed once, shared with the rules' engine context and bump's patched overlay
+        patched_tree = None if too_large else original_index(ctx, target, patched).tree
         if patched_tree is None and not too_large:
             if orig_index is not None and orig_index.tree is not None:  # the patch broke it
-                rec.syntax_error = _syntax_error(patched, lines_map)
+                rec.syntax_error = syntax_error(patched, lines_map)
             return _BROKEN
-        unit = PythonUnit(**common, text=patched, engine=ctx)
+        unit = ExactPythonUnit(**common, text=patched, engine=ctx)
         unit.hunk_of = hunk_of
         unit.patched_tree = patched_tree  # reused by EngineContext.unit_module: one ast parse
         return unit
@@ -577,18 +588,3 @@ def _fallback_units(patch, section, hunks, report_path, kind, py, text_units, ct
                 py.append(u)
         elif kind not in (None, PATCH):
             text_units.append(hunk_text_unit(patch, section, h, kind, report_path))
-
-
-def _syntax_error(text: str, lines_map: dict[int, LineInfo]) -> tuple[int, int | None, str]:
-    try:
-        compile(text, "<patched>", "exec", dont_inherit=True, flags=0x400)  # PyCF_ONLY_AST
-    except SyntaxError as exc:
-        line = exc.lineno or 1
-        info = lines_map.get(line)
-        if info is None and lines_map:
-            nearest = min(lines_map, key=lambda l: abs(l - line))
-            info = lines_map[nearest]
-        return line, info.line if info else None, exc.msg or "invalid syntax"
-    except (ValueError, RecursionError, MemoryError) as exc:
-        return 1, None, str(exc)
-    return 1, None, "does not parse"

@@ -1,0 +1,70 @@
+"""The result cache in exact mode: what a patch's result depends on beyond its own content.
+
+In exact mode (`--engine`) the result of a patch file depends on its content (the
+per-file digest of `pipeline/cache.py`), the rules and the configuration (the run
+key, which covers every setting: the engine specs and, once the plan is made, each
+patch's scope: engine, applier and the earlier patches of its set), and on three
+things outside the file:
+
+- the engines' content: a wheel or sdist is identified by its path, size,
+  modification time and inode (as the cache identifies its own code), a git
+  revision by the commit it resolves to; a directory has no such identity (any
+  file under it may change), so a run with a directory engine is not cached;
+- the content of the earlier patches of each patch's set (`units/stacked.py`
+  applies them first), read through the one guarded reader and digested;
+- the engine files each patch reads: covered by the engine's identity.
+
+`exact_run_key` is that part of the run key, or None: do not cache this run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from typing import Any
+
+
+def engine_identity(source: Any) -> tuple | None:
+    """A stamp that changes whenever the engine's content may have: None when there is none."""
+    kind = getattr(source, "kind", None)
+    path = getattr(source, "path", None)
+    if kind in ("wheel", "sdist") and isinstance(path, str):
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        return (kind, path, st.st_size, st.st_mtime_ns, st.st_ino)
+    if kind == "git" and isinstance(path, str) and getattr(source, "sha", None):
+        return (kind, path, source.sha)
+    return None
+
+
+def _scope_digests(settings) -> list[tuple[str, str]] | None:
+    """(path, content digest) of every earlier patch some patch of the run is stacked on."""
+    from patchaudit.files.reader import ReadError, read_bytes
+
+    earlier = sorted({p for entry in (settings.patch_scope or {}).values() if len(entry) > 3 for p in entry[3]})
+    out = []
+    for p in earlier:
+        try:
+            data = read_bytes(p, settings.max_file_size)
+        except (ReadError, OSError):
+            return None  # unreadable now: its patch's result is not reused
+        out.append((p, hashlib.sha256(data).hexdigest()))
+    return out
+
+
+def exact_run_key(settings, engines: Any) -> str | None:
+    """The part of the run key exact mode adds (see the module docstring), or None."""
+    if engines is None:
+        return None
+    stamps: list[Any] = []
+    for source, strip in getattr(engines, "engines", ()):
+        identity = engine_identity(source)
+        if identity is None:
+            return None
+        stamps.append((getattr(source, "name", ""), strip, identity))
+    scoped = _scope_digests(settings)
+    if scoped is None:
+        return None
+    return hashlib.sha256(repr((stamps, scoped)).encode("utf-8", "surrogateescape")).hexdigest()

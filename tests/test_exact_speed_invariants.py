@@ -1,0 +1,265 @@
+"""Exact mode and bump made cheaper (issue 21) without changing what they find.
+
+- the slice of a patched file (units/slicing.py): same lines, kept lines verbatim,
+  the changed definitions and everything they name kept, the rest emptied;
+- the rules that declare `sliceable` find the same on the slice as on the whole file;
+- module indexes shared by content (engine/shared.py): an engine file that is the
+  same in OLD and NEW is parsed once, and `bump` reports the same with the store
+  off, and with NEW patched once or twice.
+Counted by hooks, never timed.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from patchaudit.cli import main
+from patchaudit.config.registry import rule_index
+from patchaudit.config.settings import Settings
+from patchaudit.engine import shared
+from patchaudit.pipeline.bump import run_bump
+from patchaudit.pipeline.bump_engines import PatchPair
+from patchaudit.testing import cli_runner
+from patchaudit.units import slicing
+
+SCHEDULER = """\
+class Scheduler:
+    def __init__(self, args):
+        self.args = args
+
+    def handle(self, req, priority=0):
+        return req
+"""
+
+PAD = "".join(f"\n\ndef helper_{i}(x):\n    y = x + {i}\n    return [y for _ in range(3)]\n" for i in range(40))
+
+UTILS = (
+    "import os\n\nfrom sglang.srt.managers.scheduler import Scheduler\n\n\n"
+    "def _replacement(self, request, extra):\n    return request\n"
+    + PAD
+    + "\n\ndef install():\n    return os.getpid()\n"
+)
+
+
+def write(root: Path, files: dict[str, str]) -> Path:
+    for rel, content in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(content)
+    return root
+
+
+def engine_files(utils: str = UTILS, scheduler: str = SCHEDULER) -> dict[str, str]:
+    return {
+        "python/sglang/__init__.py": "",
+        "python/sglang/srt/__init__.py": "",
+        "python/sglang/srt/managers/__init__.py": "",
+        "python/sglang/srt/managers/scheduler.py": scheduler,
+        "python/sglang/srt/utils.py": utils,
+    }
+
+
+def monkeypatching_patch(utils: str = UTILS) -> str:
+    n = utils.splitlines().index("def install():") + 1
+    return (
+        "--- a/python/sglang/srt/utils.py\n+++ b/python/sglang/srt/utils.py\n"
+        f"@@ -{n},2 +{n},4 @@\n"
+        " def install():\n"
+        "+    Scheduler.handle = _replacement\n"
+        "+    Scheduler.no_such_method = _replacement\n"
+        "     return os.getpid()\n"
+    )
+
+
+# --------------------------------------------------------------------------
+# the slice
+
+
+def test_slice_keeps_changed_and_named_definitions_with_their_lines():
+    text = (
+        "import os\n"
+        "LIMIT = 3\n\n\n"
+        "def used(x):\n    return x + LIMIT\n\n\n"
+        "def unused(x):\n    return x * 2\n\n\n"
+        "class Box:\n"
+        "    size = 1\n\n"
+        "    def __init__(self):\n        self.v = 0\n\n"
+        "    def grow(self):\n        return used(self.v)\n\n"
+        "    def shrink(self):\n        return os.sep\n"
+    )
+    lines = text.splitlines(keepends=True)
+    changed = [lines.index("        return used(self.v)\n") + 1]
+    old_share = slicing.MAX_SHARE
+    try:
+        slicing.MAX_SHARE = 1.0
+        sliced = slicing.changed_slice(text, ast.parse(text), changed)
+    finally:
+        slicing.MAX_SHARE = old_share
+    assert sliced is not None
+    out = sliced.splitlines(keepends=True)
+    assert len(out) == len(lines)
+    for k, (a, b) in enumerate(zip(lines, out), 1):
+        assert b in (a, "\n"), k  # every line verbatim or emptied, none moved
+    kept = "".join(out)
+    assert "def grow" in kept and "def used" in kept  # changed, and named by it
+    assert "def __init__" in kept and "size = 1" in kept and "LIMIT = 3" in kept  # constructor, frame
+    assert "def unused" not in kept and "def shrink" not in kept  # named by nothing kept
+    ast.parse(sliced)
+
+
+def test_slice_gives_up_when_it_would_keep_most_of_the_text():
+    text = "def a():\n    return 1\n\n\ndef b():\n    return a()\n"
+    assert slicing.changed_slice(text, ast.parse(text), [6]) is None  # b names a: all kept
+
+
+def test_a_class_kept_for_its_name_keeps_a_body():
+    text = "class Empty:\n    def m(self):\n        return 1\n" + PAD + "\n\ndef f():\n    return Empty()\n"
+    n = len(text.splitlines())
+    sliced = slicing.changed_slice(text, ast.parse(text), [n])
+    assert sliced is not None and "class Empty:" in sliced
+    ast.parse(sliced)
+
+
+# --------------------------------------------------------------------------
+# sliceable rules find the same on the slice
+
+
+def _check(tmp: Path, engine: Path, patch: str) -> list:
+    (tmp / "fix.patch").write_text(patch)
+    old = os.getcwd()
+    os.chdir(tmp)
+    try:
+        res = cli_runner().invoke(
+            main,
+            ["check", "--format", "json", "--no-cache", "--jobs", "1", "--engine", f"sglang={engine}", "fix.patch"],
+            catch_exceptions=False,
+        )
+    finally:
+        os.chdir(old)
+    assert "Traceback" not in res.stderr, res.stderr
+    return json.loads(res.stdout or "[]")
+
+
+@pytest.fixture()
+def sliceable_monkeypatch_rules(monkeypatch):
+    index = rule_index()
+    for code in ("PA206", "PA207"):
+        monkeypatch.setattr(index[code].load(), "sliceable", True, raising=False)
+
+
+def test_sliceable_rules_find_the_same_on_the_slice(tmp_path, sliceable_monkeypatch_rules, monkeypatch):
+    engine = write(tmp_path / "engine", engine_files())
+    before = slicing.STATS["sliced"]
+    with_slice = _check(tmp_path, engine, monkeypatching_patch())
+    assert slicing.STATS["sliced"] > before  # the slice was made and used
+    monkeypatch.setattr(slicing, "ENABLED", False)
+    without = _check(tmp_path, engine, monkeypatching_patch())
+    assert with_slice == without
+    # the replacement is defined outside the changed function: kept because it is named
+    assert sorted(f["code"] for f in with_slice) == ["PA206", "PA207"]
+    assert any("`_replacement` (line 6)" in f["message"] for f in with_slice)
+
+
+# --------------------------------------------------------------------------
+# bump: indexes shared by content, NEW patched once
+
+CHANGED = SCHEDULER.replace("def handle(self, req, priority=0):", "def handle(self, req, priority=0, *, flag=False):")
+
+
+def _bump(tmp: Path) -> dict:
+    old = write(tmp / "old", engine_files())
+    new = write(tmp / "new", engine_files(scheduler=CHANGED))
+    patches = tmp / "patches"
+    patches.mkdir(exist_ok=True)
+    (patches / "0001.patch").write_text(monkeypatching_patch())
+    report = run_bump([str(patches)], "sglang", str(old), str(new), Settings(cache=False, jobs=1))
+    return report.to_json()
+
+
+def test_an_engine_file_unchanged_between_versions_is_parsed_once(tmp_path):
+    shared.clear()
+    _bump(tmp_path)
+    # utils.py is the same in OLD and NEW: one parse for OLD, NEW and the pre-image
+    assert shared.INDEXED["python/sglang/srt/utils.py"] <= 2  # the original, and the patched text
+    assert shared.STATS["shared"] > 0
+
+
+def test_bump_reports_the_same_without_the_shared_store_and_patching_new_twice(tmp_path, monkeypatch):
+    shared.clear()
+    first = _bump(tmp_path / "a")
+    monkeypatch.setattr(shared, "ENABLED", False)  # nothing is shared: every view parses
+    monkeypatch.setattr(PatchPair, "offer_new_result", lambda self, patch, ctx, result: None)
+    shared.clear()
+    second = _bump(tmp_path / "b")
+
+    def norm(report: dict) -> str:
+        for f in report["findings"]:
+            f.pop("fingerprint", None)  # hashes the file's path, which differs
+        return json.dumps(report, sort_keys=True).replace(str(tmp_path / "a"), "T").replace(str(tmp_path / "b"), "T")
+
+    assert norm(first) == norm(second)
+    assert first["findings"]  # PA206/PA207 at least: the comparison compares something
+
+
+# --------------------------------------------------------------------------
+# the result cache in exact mode
+
+
+def _wheel(tmp: Path, files: dict[str, str]) -> Path:
+    import zipfile
+
+    whl = tmp / "sglang-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(whl, "w") as z:
+        for rel, content in files.items():
+            z.writestr(rel.removeprefix("python/"), content)
+        z.writestr("sglang-1.0.dist-info/METADATA", "Name: sglang\nVersion: 1.0\n")
+        z.writestr("sglang-1.0.dist-info/RECORD", "")
+    return whl
+
+
+def _run(tmp: Path, engine: Path, jobs: int = 1, cache: bool = True):
+    from patchaudit.config.settings import EngineSpec
+    from patchaudit.pipeline.runner import run_check
+
+    settings = Settings(
+        cache=cache, cache_dir=str(tmp / "cache"), jobs=jobs, engines=[EngineSpec("sglang", str(engine))]
+    )
+    res = run_check([str(tmp / "fix.patch")], settings)
+    return res.cached, [f.to_json() for f in res.findings], res.hunks
+
+
+def test_exact_mode_results_are_cached_for_an_archive_engine(tmp_path):
+    (tmp_path / "fix.patch").write_text(monkeypatching_patch())
+    whl = _wheel(tmp_path, engine_files())
+    cold = _run(tmp_path, whl)
+    warm = _run(tmp_path, whl)
+    assert (cold[0], warm[0]) == (0, 1)
+    assert cold[1:] == warm[1:] and cold[1]  # the same findings and hunks, from the cache
+    # another engine's content (the target now exists): not the cached result
+    whl.unlink()
+    scheduler = SCHEDULER + "\n    def no_such_method(self, request, extra):\n        return request\n"
+    _wheel(tmp_path, engine_files(scheduler=scheduler))
+    changed = _run(tmp_path, whl)
+    assert changed[0] == 0 and "PA206" not in {f["code"] for f in changed[1]}
+
+
+def test_a_directory_engine_is_not_cached(tmp_path):
+    (tmp_path / "fix.patch").write_text(monkeypatching_patch())
+    engine = write(tmp_path / "engine", engine_files())
+    assert _run(tmp_path, engine)[0] == 0
+    assert _run(tmp_path, engine)[0] == 0  # its files may change outside the cache's view
+
+
+def test_findings_identical_with_and_without_cache_and_jobs(tmp_path):
+    (tmp_path / "fix.patch").write_text(monkeypatching_patch())
+    whl = _wheel(tmp_path, engine_files())
+    cold = _run(tmp_path, whl)
+    warm = _run(tmp_path, whl, jobs=2)
+    uncached = _run(tmp_path, whl, jobs=2, cache=False)
+    assert (cold[0], warm[0], uncached[0]) == (0, 1, 0)
+    assert cold[1:] == warm[1:] == uncached[1:]
