@@ -54,6 +54,23 @@ def test_default_jobs_follow_the_idle_cpus(tmp_path, monkeypatch):
 
 
 @pytest.mark.skipif(not LINUX, reason="the pool forks on Linux only")
+def test_default_jobs_fork_nothing_for_a_scan_with_nothing_to_parse(tmp_path, monkeypatch):
+    root = tmp_path / "t"
+    root.mkdir()
+    (root / "pyproject.toml").write_text("[tool.patchaudit]\n")
+    for i in range(parallel.EAGER_MIN_FILES + 10):
+        (root / f"m{i}.py").write_text(f"x = {i}\n")
+    sampled = []
+    monkeypatch.chdir(root)
+    monkeypatch.setattr(parallel, "default_jobs", lambda: 2)
+    monkeypatch.setattr(parallel, "idle_cpus", lambda sample=parallel.IDLE_SAMPLE: sampled.append(1) or 2.0)
+    run_check(["."], Settings(select=["PA101"], cache=False))
+    assert not parallel.LAST_SCAN["eager"] and not parallel.LAST_SCAN["pool"] and not sampled
+    run_check(["."], Settings(select=["PA101"], cache=False, jobs=2))   # asked for: forked before reading
+    assert parallel.LAST_SCAN["eager"]
+
+
+@pytest.mark.skipif(not LINUX, reason="the pool forks on Linux only")
 def test_asked_jobs_are_kept(tmp_path, monkeypatch):
     root = _tree(tmp_path / "t")
     _, scan = _scan(root, monkeypatch, idle=0.2, jobs=2)

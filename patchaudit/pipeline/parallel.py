@@ -18,9 +18,11 @@ each file, in the main process:
 
 The pool starts only once the heavy bytes seen pass `POOL_MIN_BYTES` (at the
 ~0.7 MB/s libcst parses per core, below that the pool's start-up and
-messaging cost more than they save), except on a cold scan of a large tree,
-where forked workers start before the first file is read and import libcst
-while this process reads (`_eager_pool`).  With workers, a rule's own filter
+messaging cost more than they save), except on a cold scan of a large tree
+with `--jobs` given, where forked workers start before the first file is read
+and import libcst while this process reads (`_eager_pool`).  When nobody gave
+the number, it is fitted to the CPUs idle when the pool would start
+(`adapted_jobs`).  With workers, a rule's own filter
 (`can_match`: the dataflow rules parse with `ast`) runs in the worker, not
 here.  At most `WINDOW` tasks per worker are in
 flight, so memory stays bounded however large the tree: a worker parses one
@@ -344,7 +346,9 @@ def scan(
     run.adaptive = adaptive
     LAST_SCAN.clear()
     LAST_SCAN.update(pool=False, eager=False, jobs=jobs, heavy=0, light=0, cached=0, lost=0, restarts=0)
-    if _eager_pool(files, jobs, cache, run.triage, metas):
+    # with the number of jobs left to the scheduler, the pool waits for heavy work: the idle
+    # CPUs are read then (a cold scan that finds nothing to parse, PA101 on verl, forks nothing)
+    if not adaptive and _eager_pool(files, jobs, cache, run.triage, metas):
         run.start_pool(eager=True)
     try:
         for i, src in enumerate(files):
