@@ -3,28 +3,17 @@ trees run through `patchaudit check` (the real pipeline), beyond the rule's own 
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
+from rule_trees import check_rule
+
 from patchaudit.config.registry import all_rules
-from patchaudit.config.settings import Settings
-from patchaudit.pipeline.runner import run_check
 
 RULE = "PA107"
 
 
 def check(root: Path, files: dict[str, str], options: dict | None = None, errors_ok: bool = False):
-    for rel, content in files.items():
-        p = root / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(textwrap.dedent(content).lstrip("\n"), encoding="utf-8")
-    settings = Settings(select=[RULE], cache=False, jobs=1)
-    if options:
-        settings.rule_options = {RULE: options}
-    res = run_check([str(root)], settings)
-    if not errors_ok:
-        assert not res.errors, [str(e) for e in res.errors]
-    return sorted((Path(f.path).name, f.line) for f in res.findings), res
+    return check_rule(RULE, root, files, options, errors_ok)
 
 
 RESUME = """
