@@ -91,6 +91,12 @@ class EngineSource:
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name}={self.label}>"
 
+    def identity(self) -> tuple | None:
+        """A stamp that changes whenever the source's content may have (exact mode's result
+        cache is keyed by it, pipeline/exact_cache.py), or None when it has none: a
+        directory, any file of which may change."""
+        return None
+
     def warnings(self) -> list[str]:
         """What the user should hear about the members left out (archives: see
         WheelSource/SdistSource); a directory or git source says nothing."""
@@ -278,3 +284,13 @@ class EngineSource:
             if first is None:
                 first = name
         return first
+
+
+def archive_identity(kind: str, path: str) -> tuple | None:
+    """An archive's stamp: its path, size, modification time and inode (how the result
+    cache identifies its own code), or None when it cannot be read."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (kind, path, st.st_size, st.st_mtime_ns, st.st_ino)

@@ -32,6 +32,9 @@ class GitSource(EngineSource):
 
     kind = "git"
 
+    def identity(self) -> tuple | None:
+        return (self.kind, self.path, self.sha)
+
     def __init__(self, path: str, rev: str, name: str = "engine", spec: str | None = None) -> None:
         _check_rev(rev, name)
         if path.startswith("-"):

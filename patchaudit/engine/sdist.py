@@ -16,7 +16,7 @@ from typing import Iterable
 
 from patchaudit.engine import limits
 from patchaudit.engine.archives import archive_warnings, open_archive, shown_name
-from patchaudit.engine.base import EngineError, EngineSource, fmt_size, member_name
+from patchaudit.engine.base import EngineError, EngineSource, archive_identity, fmt_size, member_name
 from patchaudit.files.reader import BoundedStream, decompressing
 
 
@@ -99,6 +99,9 @@ class SdistSource(EngineSource):
     the members' sizes, their count and their total."""
 
     kind = "sdist"
+
+    def identity(self) -> tuple | None:
+        return archive_identity(self.kind, self.path)
 
     def __init__(self, path: str, name: str = "engine", spec: str | None = None) -> None:
         super().__init__(name, spec if spec is not None else path, os.path.basename(path))

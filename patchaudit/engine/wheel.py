@@ -11,7 +11,7 @@ from typing import Iterable
 
 from patchaudit.engine import limits
 from patchaudit.engine.archives import archive_warnings, open_archive, shown_name
-from patchaudit.engine.base import EngineError, EngineSource, fmt_size, member_name
+from patchaudit.engine.base import EngineError, EngineSource, archive_identity, fmt_size, member_name
 
 
 def _zip_directory_entries(path: str) -> int | None:
@@ -53,6 +53,9 @@ class WheelSource(EngineSource):
     at the first read."""
 
     kind = "wheel"
+
+    def identity(self) -> tuple | None:
+        return archive_identity(self.kind, self.path)
 
     def __init__(self, path: str, name: str = "engine", spec: str | None = None) -> None:
         super().__init__(name, spec if spec is not None else path, os.path.basename(path))

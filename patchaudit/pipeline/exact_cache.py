@@ -20,23 +20,7 @@ things outside the file:
 from __future__ import annotations
 
 import hashlib
-import os
 from typing import Any
-
-
-def engine_identity(source: Any) -> tuple | None:
-    """A stamp that changes whenever the engine's content may have: None when there is none."""
-    kind = getattr(source, "kind", None)
-    path = getattr(source, "path", None)
-    if kind in ("wheel", "sdist") and isinstance(path, str):
-        try:
-            st = os.stat(path)
-        except OSError:
-            return None
-        return (kind, path, st.st_size, st.st_mtime_ns, st.st_ino)
-    if kind == "git" and isinstance(path, str) and getattr(source, "sha", None):
-        return (kind, path, source.sha)
-    return None
 
 
 def _scope_digests(settings) -> list[tuple[str, str]] | None:
@@ -59,11 +43,11 @@ def exact_run_key(settings, engines: Any) -> str | None:
     if engines is None:
         return None
     stamps: list[Any] = []
-    for source, strip in getattr(engines, "engines", ()):
-        identity = engine_identity(source)
+    for source, strip in engines.engines:
+        identity = source.identity()
         if identity is None:
             return None
-        stamps.append((getattr(source, "name", ""), strip, identity))
+        stamps.append((source.name, strip, identity))
     scoped = _scope_digests(settings)
     if scoped is None:
         return None
