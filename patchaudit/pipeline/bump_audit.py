@@ -473,7 +473,7 @@ class BumpAudit:
 
 def _tree_of(unit) -> ast.Module | None:
     """The `ast` tree of a unit's text: exact mode parsed it once already (`patched_tree`)."""
-    tree = getattr(unit, "patched_tree", None)
+    tree = unit.patched_tree
     return tree if tree is not None else parse_python(unit.text)
 
 

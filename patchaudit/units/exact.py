@@ -255,7 +255,7 @@ def exact_units(
         py.extend(sec_py)
         text_units.extend(sec_text)
     py, text_units = _as_built(patch, ctx, report_path, applier, result, py, text_units)
-    pair = getattr(ctx, "pair", None)
+    pair = ctx.pair
     if pair is not None and is_default(applier):  # bump: NEW's hunk records, computed once
         pair.offer_new_result(patch, ctx, result)
     return py, text_units, result
