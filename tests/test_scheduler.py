@@ -61,12 +61,12 @@ def test_asked_jobs_are_kept(tmp_path, monkeypatch):
 
 
 @pytest.mark.skipif(not LINUX, reason="the pool forks on Linux only")
-def test_a_mid_sized_cold_scan_with_nothing_to_parse_forks_nothing(tmp_path, monkeypatch):
-    """verl's size (hundreds of files): the pool waits for heavy work, which PA101 finds none of."""
+def test_a_small_cold_scan_with_nothing_to_parse_forks_nothing(tmp_path, monkeypatch):
+    """Below EAGER_MIN_FILES the pool waits for heavy work, which PA101 finds none of."""
     root = tmp_path / "t"
     root.mkdir()
     (root / "pyproject.toml").write_text("[tool.patchaudit]\n")
-    for i in range(300):
+    for i in range(parallel.EAGER_MIN_FILES - 20):
         (root / f"m{i}.py").write_text(f"x = {i}\n")
     monkeypatch.chdir(root)
     monkeypatch.setattr(parallel, "default_jobs", lambda: 2)
