@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from patchaudit.analysis.flow_values import matches
+from patchaudit.inputs import astnames
 
 
 @dataclass(frozen=True)
@@ -102,15 +103,7 @@ def _walk(node: ast.AST, fn: ast.AST | None, out: Layout) -> None:
 
 def dotted(node: ast.AST) -> str | None:
     """`a.b.c`, `a["k"].b` as a dotted name (string keys become `["k"]`)."""
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        base = dotted(node.value)
-        return f"{base}.{node.attr}" if base else None
-    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
-        base = dotted(node.value)
-        return f'{base}["{node.slice.value}"]' if base else None
-    return None
+    return astnames.dotted(node, astnames.KEYS)
 
 
 def _config_read(node: ast.AST, config_names: list[str]) -> str | None:

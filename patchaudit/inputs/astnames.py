@@ -9,12 +9,14 @@ read names with it.
 from __future__ import annotations
 
 import ast
+from typing import cast
 
 #: `dotted(..., calls=...)`: how a call or subscript inside the chain reads
 PLAIN = ""  # `a.b.c` only; anything else -> None
 SUPER = "super"  # also `super().x` -> "super().x" (a callee as the symbol index resolves it)
 ANY_CALL = "any"  # a call's callee is kept with its parentheses: `f().g` -> "f().g"
 THROUGH = "through"  # calls and subscripts are looked through: `Generic[T]` -> "Generic", `f().g` -> "f.g"
+KEYS = "keys"  # a string-key subscript is kept: `a["k"].b` -> 'a["k"].b' (rollout fields, payload keys)
 
 
 def dotted(node: ast.AST, calls: str = PLAIN) -> str | None:
@@ -25,7 +27,8 @@ def dotted(node: ast.AST, calls: str = PLAIN) -> str | None:
     the symbol index's callees; a bare `super()` stays None); ANY_CALL, its
     callee with `()` (patchaudit.inputs.cst.dotted's ANY_CALL on an ast node);
     THROUGH, the callee or subscripted value itself (`Generic[T]` bases,
-    decorators `@functools.lru_cache(...)` -> "functools.lru_cache")."""
+    decorators `@functools.lru_cache(...)` -> "functools.lru_cache"); KEYS, a
+    string-key subscript kept as `["k"]` (`sample["tokens"]`), anything else None."""
     if isinstance(node, ast.Name):
         return node.id
     if isinstance(node, ast.Attribute):
@@ -42,6 +45,12 @@ def dotted(node: ast.AST, calls: str = PLAIN) -> str | None:
             inner = dotted(value.func, calls)
             base = f"{inner}()" if inner else None
         return f"{base}.{node.attr}" if base else None
+    if calls == KEYS:
+        key = node.slice if isinstance(node, ast.Subscript) else None
+        if isinstance(key, ast.Constant) and isinstance(key.value, str):
+            base = dotted(cast(ast.Subscript, node).value, calls)
+            return f'{base}["{key.value}"]' if base else None
+        return None
     if calls == THROUGH:
         if isinstance(node, ast.Subscript):  # Generic[T] bases
             return dotted(node.value, calls)

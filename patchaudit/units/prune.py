@@ -187,7 +187,15 @@ def prune(text: str, needles: Iterable[str], tree: ast.Module | None = None) -> 
             return None
     except RecursionError:
         return None
-    keep = pruner.keep
+    return emptied(text, lines, pruner.keep, 1 - MIN_SAVING)
+
+
+def emptied(text: str, lines: list[str], keep, max_share: float) -> str | None:
+    """`text` with every line `keep` (indexed from 1) does not keep reduced to its own line
+    ending, so that every kept node has its position in `text` (pruning here, exact mode's
+    slices in units/slicing.py); None when more than `max_share` of the characters would be
+    kept (nothing to gain), or when the result does not parse (a safety net: never hand
+    libcst a text this cut broke)."""
     kept_chars = 0
     out: list[str] = []
     for i, line in enumerate(lines, 1):
@@ -196,9 +204,9 @@ def prune(text: str, needles: Iterable[str], tree: ast.Module | None = None) -> 
             kept_chars += len(line)
         else:
             out.append(line[len(line.rstrip("\r\n")) :])
-    if kept_chars > (1 - MIN_SAVING) * len(text):
+    if kept_chars > max_share * len(text):
         return None
-    pruned = "".join(out)
-    if pyast.parse_uncached(pruned) is None:  # safety net: never hand libcst a text we broke
+    cut = "".join(out)
+    if pyast.parse_uncached(cut) is None:
         return None
-    return pruned
+    return cut

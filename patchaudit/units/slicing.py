@@ -47,8 +47,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import Iterable, cast
 
-from patchaudit.inputs import pyast
-from patchaudit.units.prune import split_lines
+from patchaudit.units.prune import emptied, split_lines
 
 #: exact mode slices patched files only while this is True (tests switch it off to compare)
 ENABLED = True
@@ -253,18 +252,8 @@ def changed_slice(text: str, tree: ast.Module | None, changed: Iterable[int]) ->
         keep = slicer.keep_lines(len(lines))
     except RecursionError:
         return None
-    out: list[str] = []
-    kept_chars = 0
-    for i, line in enumerate(lines, 1):
-        if keep[i]:
-            out.append(line)
-            kept_chars += len(line)
-        else:
-            out.append(line[len(line.rstrip("\r\n")) :])
-    if kept_chars > MAX_SHARE * len(text):
-        return None
-    sliced = "".join(out)
-    if pyast.parse_uncached(sliced) is None:  # safety net: never hand the rules a text we broke
+    sliced = emptied(text, lines, keep, MAX_SHARE)
+    if sliced is None:
         return None
     STATS["sliced"] += 1
     return sliced
