@@ -265,14 +265,23 @@ class _Spec(FlowSpec):
             and not self._preprocessed(flow, a.value, a.node.value)
         ]
         for a in site.args:
-            if a.keyword is None:
+            if a.keyword is None or not self._sink_keyword(a.keyword, media, request_call):
                 continue
             for _, origin, steps in first_each(a.value.find(EXPANDED)):
                 self._call_sink(flow, site, a, media, request_call, origin, steps)
 
+    def _sink_keyword(self, keyword: str, media: list, request_call: bool) -> bool:
+        """Whether the argument `keyword=` of a call is one of `_call_sink`'s sinks."""
+        return self._request_keyword(keyword, media, request_call) or matches(keyword, self.o["token-fields"])
+
+    def _request_keyword(self, keyword: str, media: list, request_call: bool) -> bool:
+        return bool(media) and (
+            keyword in self.ids_keys or (request_call and keyword in self.o["request-call-ids-keys"])
+        )
+
     def _call_sink(self, flow, site: CallSite, a: Any, media: list, request_call: bool, origin: Any, steps: Any):
         o = self.o
-        if media and (a.keyword in self.ids_keys or (request_call and a.keyword in o["request-call-ids-keys"])):
+        if self._request_keyword(cast(str, a.keyword), media, request_call):
             m = media[0]
             engine = engine_of(a.keyword, cast(str, m.keyword), site.callee, o)
             if request_call and a.keyword not in self.ids_keys:

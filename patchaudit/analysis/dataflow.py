@@ -117,6 +117,7 @@ from patchaudit.analysis.flow_values import (
     join_env,
     matches,
     path_matches,
+    settle,
     tuple_value,
 )
 from patchaudit.analysis.repo_summaries import (
@@ -164,6 +165,7 @@ __all__ = [
     "Summary",
     "Value",
     "add_step",
+    "settle",
     "analyse",
     "file_steps",
     "hit_report",

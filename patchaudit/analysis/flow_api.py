@@ -26,12 +26,14 @@ from patchaudit.analysis.flow_values import (
     SNIPPET,
     At,
     Env,
+    Origin,
     Step,
     Value,
     add_step,
     join,
     join_all,
     line_of,
+    settle,
 )
 from patchaudit.analysis.repo_summaries import FunctionSummary, ModuleView, is_symbolic
 
@@ -347,6 +349,10 @@ class FlowState:
     def line(self, node: cst.CSTNode) -> int:
         return self._position(node).start.line
 
+    def start(self, node: cst.CSTNode) -> tuple[int, int]:
+        pos = self._position(node).start
+        return (pos.line, pos.column)
+
     def _at(self, node: cst.CSTNode) -> At:
         return At(self, node)
 
@@ -365,9 +371,8 @@ class FlowState:
         """A fresh taint at `node`."""
         self._tainted = True
         if origin is None:
-            pos = self._position(node).start
-            origin = (pos.line, pos.column)
-        return Value({(label, origin): ((self.line(node), note),)})
+            origin = Origin(self, node)
+        return Value({(label, origin): ((At(self, node), note),)})
 
     def marker(self, label: str, origin: Any, follow: bool = False) -> Value:
         """A taint without a trace, for identity labels (a processor object) that are never
@@ -382,7 +387,7 @@ class FlowState:
     def derive(self, value: Value, from_labels: Iterable[str], to_label: str, node: cst.CSTNode, note: str) -> Value:
         """Taints of `from_labels` in `value` turned into `to_label` (same origin, one more step)."""
         want = set(from_labels)
-        line = self.line(node)
+        line = self._at(node)
         t = {(to_label, o): add_step(s, line, note) for (l, o), s in value.flat().t.items() if l in want}
         if t:
             self._tainted = True
@@ -430,14 +435,14 @@ class FlowState:
         if is_symbolic(origin):  # a parameter reaches a sink: a summary, not a finding
             if self.summary_mode:
                 sinks = self.param_sinks.setdefault(origin[1], {}).setdefault(origin[2], [])
-                entry = (origin[3], message, add_step(tuple(steps), line, note), severity)
+                entry = (origin[3], message, settle(add_step(tuple(steps), line, note)), severity)
                 if all(e[1] != message or e[2][-1][0] != line for e in sinks) and len(sinks) < 4:
                     sinks.append(entry)
             return
         key = (self.line(node), self._position(node).start.column, origin)
         if key in self._hits:
             return
-        self._hits[key] = Hit(node, line, message, add_step(tuple(steps), line, note), origin, severity)
+        self._hits[key] = Hit(node, line, message, settle(add_step(tuple(steps), line, note)), origin, severity)
 
     def carrier_store(self, name: str, value: Value) -> None:
         """`value` is stored into carrier field `name` (any object's): other modules, and

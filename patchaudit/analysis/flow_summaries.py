@@ -26,7 +26,7 @@ from patchaudit.analysis.flow_structure import (
     set_path,
     sub_blocks,
 )
-from patchaudit.analysis.flow_values import EMPTY, MAX_CALL_DEPTH, At, Env, Step, Value, add_step, join
+from patchaudit.analysis.flow_values import EMPTY, MAX_CALL_DEPTH, At, Env, Step, Value, add_step, join, settle
 from patchaudit.analysis.repo_summaries import (
     FunctionSummary,
     ModuleSummary,
@@ -327,6 +327,7 @@ class Summaries(FlowState):
         return out
 
     def _def_line(self, fn: Function, steps: tuple[Step, ...]) -> tuple[Step, ...]:
+        steps = settle(steps)
         if steps and steps[0][0] == 0 and type(steps[0][0]) is int:
             return ((self.line(fn.node.name), steps[0][1]),) + steps[1:]
         return steps

@@ -52,6 +52,8 @@ def step_path(line: int) -> str | None:
 
 
 MAX_STEPS = 64
+#: a trace holding this many steps whose lines are not computed yet is settled (`settle`)
+MAX_RAW_STEPS = 4 * MAX_STEPS
 MAX_PASSES = 8
 MAX_CALL_DEPTH = 24
 #: contexts found too deep in the call stack, analysed from the top at the end of a pass
@@ -146,9 +148,14 @@ class Value:
         return any(l in want for l, _ in self.flat().t)
 
     def find(self, labels: Iterable[str] | str) -> list[tuple[str, Any, tuple[Step, ...]]]:
-        """(label, origin, steps) of the taints with one of `labels`, shortest trace first."""
+        """(label, origin, steps) of the taints with one of `labels`, shortest trace first.
+        One taint's steps are given as they are (`settle` them to read them): a sink that
+        turns out not to report costs no position."""
         want = {labels} if isinstance(labels, str) else set(labels)
         out = [(l, o, s) for (l, o), s in self.flat().t.items() if l in want]
+        if len(out) < 2:
+            return out
+        out = [(l, o, settle(s)) for l, o, s in out]
         out.sort(key=lambda x: (len(x[2]), x[2][:1], str(x[1])))
         return out
 
@@ -201,12 +208,23 @@ def first_each(found: list[tuple[str, Any, tuple[Step, ...]]]) -> list[tuple[str
 
 def add_step(steps: tuple[Step, ...], line: "int | At", note: str) -> tuple[Step, ...]:
     """Append a step; a step on the same line as the last one is merged into it.
-    A marker (no steps) stays without steps."""
+    A marker (no steps) stays without steps.
+
+    A step whose line is not known yet (an `At` never asked) is kept as it is, with the
+    steps after it: the lines are computed, and the steps merged, only when the trace is
+    read (`settle`, called by `Value.find` and wherever a trace leaves the interpreter).
+    Most taints never reach a sink, and their lines would be computed for nothing."""
     if not steps:
         return steps
-    if not isinstance(line, int):
-        line = line.line
-    if steps and steps[-1][0] == line and step_path(steps[-1][0]) == step_path(line):
+    if type(steps[-1][0]) is At or (type(line) is At and line._line is None):
+        if len(steps) < MAX_RAW_STEPS:
+            return steps + ((line if type(line) is At else At.known(line), note),)
+        steps = settle(steps)
+    return _merge(steps, line_of(line), note)
+
+
+def _merge(steps: tuple[Step, ...], line: int, note: str) -> tuple[Step, ...]:
+    if steps[-1][0] == line and step_path(steps[-1][0]) == step_path(line):
         last = steps[-1][1]
         if note in last:
             return steps
@@ -214,6 +232,19 @@ def add_step(steps: tuple[Step, ...], line: "int | At", note: str) -> tuple[Step
     if len(steps) >= MAX_STEPS:  # a very long flow: keep its beginning and its latest step
         return steps[:-1] + ((line, note),)
     return steps + ((line, note),)
+
+
+def settle(steps: tuple[Step, ...]) -> tuple[Step, ...]:
+    """The trace with every line computed and the steps merged as `add_step` merges them
+    (the same left fold, done late): what every reader of a trace is given."""
+    if not steps or type(steps[-1][0]) is not At:
+        return steps
+    i = next(i for i, (l, _) in enumerate(steps) if type(l) is At)
+    out = steps[:i]
+    for l, n in steps[i:]:
+        line = l.line if type(l) is At else l
+        out = _merge(out, line, n) if out else ((line, n),)
+    return out
 
 
 def join(a: Value, b: Value) -> Value:
@@ -263,27 +294,75 @@ def env_key(env: Env) -> frozenset:
 
 
 class Positions(Protocol):
-    """What `At` asks of the interpreter: a node's line."""
+    """What `At` and `Origin` ask of the interpreter: a node's line, its (line, column)."""
 
     def line(self, node: cst.CSTNode) -> int: ...
+
+    def start(self, node: cst.CSTNode) -> tuple[int, int]: ...
 
 
 class At:
     """A node's line, computed on first use: positions are costly metadata (see
-    patchaudit/analysis/lazy_metadata.py) and most values the interpreter moves carry no taint."""
+    patchaudit/analysis/lazy_metadata.py) and most values the interpreter moves carry no taint.
+    A trace keeps its steps' `At` until it is read (`add_step`, `settle`); an `At` never
+    leaves the module's analysis (it holds the libcst node), hence no pickling."""
 
     __slots__ = ("_flow", "_node", "_line")
 
-    def __init__(self, flow: "Positions", node: cst.CSTNode):
+    def __init__(self, flow: "Positions | None", node: "cst.CSTNode | None"):
         self._flow = flow
         self._node = node
         self._line: int | None = None
 
+    @classmethod
+    def known(cls, line: int) -> "At":
+        """A line already known, kept in a trace after steps whose lines are not."""
+        at = cls(None, None)
+        at._line = line
+        return at
+
     @property
     def line(self) -> int:
         if self._line is None:
+            assert self._flow is not None and self._node is not None
             self._line = self._flow.line(self._node)
         return self._line
+
+    def __reduce__(self):
+        raise TypeError("a trace step's line was never computed: settle() the trace before it leaves the analysis")
+
+
+class Origin:
+    """A source's identity: the (line, column) of its node, computed only when asked for.
+
+    Equal to another `Origin` of the same node (the identity the interpreter uses while it
+    runs); pickled, printed and sorted as the `(line, column)` tuple it stands for, which is
+    what leaves the module's analysis (summaries, the cache)."""
+
+    __slots__ = ("_flow", "_node", "_pos")
+
+    def __init__(self, flow: "Positions", node: "cst.CSTNode"):
+        self._flow = flow
+        self._node = node
+        self._pos: tuple[int, int] | None = None
+
+    @property
+    def pos(self) -> tuple[int, int]:
+        if self._pos is None:
+            self._pos = self._flow.start(self._node)
+        return self._pos
+
+    def __hash__(self) -> int:
+        return id(self._node)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Origin and other._node is self._node
+
+    def __repr__(self) -> str:
+        return repr(self.pos)
+
+    def __reduce__(self):
+        return (tuple, (self.pos,))
 
 
 def line_of(at: "int | At") -> int:

@@ -39,6 +39,7 @@ from patchaudit.analysis.dataflow import (
     matches,
     path_matches,
     receiver_name,
+    settle,
 )
 from patchaudit.analysis.retokenize_spec import DEFAULTS as RETOKENIZE_DEFAULTS
 from patchaudit.analysis.turn_syntax import Flag, Layout, layout
@@ -231,7 +232,7 @@ class ResendSpec(FlowSpec):
                 continue
             if self.traced:
                 steps = add_step(steps, site.line, f"sent again as the request's text by `{site.snippet(40)}`")
-            self.sent[(me, origin)] = (site.node, key, steps)
+            self.sent[(me, origin)] = (site.node, key, settle(steps))
 
     # ----- the trained ids ---------------------------------------------------------------
     def store(self, flow, site: StoreSite):

@@ -41,7 +41,7 @@ import pickle
 from dataclasses import dataclass, field
 from typing import Any
 
-from patchaudit.analysis.flow_values import PARAM, FileLine, Step, Value, is_symbolic, join
+from patchaudit.analysis.flow_values import PARAM, FileLine, Step, Value, is_symbolic, join, settle
 from patchaudit.analysis.repo_index import RepoIndex, Symbol
 from patchaudit.model.findings import Report
 
@@ -101,6 +101,7 @@ class ModuleSummary:
 
 def in_file(steps: tuple[Step, ...], path: str) -> tuple[Step, ...]:
     """The steps with every line of this module made a `FileLine` of `path`."""
+    steps = settle(steps)
     return tuple((l if type(l) is FileLine else FileLine(l, path), n) for l, n in steps)
 
 
@@ -310,7 +311,7 @@ def repo_view(context: Any, unit: Any, code: str) -> ModuleView | None:
 
 def file_steps(steps: tuple[Step, ...]) -> tuple[tuple, ...]:
     """A trace as a rule reports it: a step of another module as (line, note, path)."""
-    return tuple((int(l), n, l.path) if type(l) is FileLine else (l, n) for l, n in steps)
+    return tuple((int(l), n, l.path) if type(l) is FileLine else (l, n) for l, n in settle(steps))
 
 
 def hit_report(hit: Any, position: Any) -> Report:

@@ -34,6 +34,7 @@ from patchaudit.analysis.dataflow import (
     join,
     matches,
     receiver_name,
+    settle,
 )
 from patchaudit.analysis.retokenize_spec import DEFAULTS as RETOKENIZE_DEFAULTS
 from patchaudit.analysis.turn_syntax import Layout, append_lines, discard_lines, resume_lines, under_test_of
@@ -162,7 +163,7 @@ class ResumeSpec(FlowSpec):
         found = value.find((PROMPT, PROMPT_IDS))
         if not found or (line, key) in self.sent:
             return
-        steps = add_step(found[0][2], site.line, f"sent to the engine by `{site.snippet(40)}`")
+        steps = settle(add_step(found[0][2], site.line, f"sent to the engine by `{site.snippet(40)}`"))
         self.sent[(line, key)] = (steps, site.line)
 
 

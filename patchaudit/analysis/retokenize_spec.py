@@ -35,6 +35,7 @@ from patchaudit.analysis.dataflow import (
     matches,
     path_matches,
     receiver_name,
+    settle,
 )
 from patchaudit.analysis.retokenize_guards import (
     Candidate,
@@ -287,6 +288,7 @@ class RetokenizeSpec(FlowSpec):
             pairs.append(((REENCODED, REENCODED_OUTPUT), OUTPUT_MESSAGE))
         for labels, message in pairs:
             for _, origin, steps in deep.find(labels)[:1]:
+                steps = settle(steps)
                 if self._guarded(flow, steps, node):
                     continue
                 flow.report(node, message.format(used=used), steps, origin, note)
