@@ -15,7 +15,7 @@ library models) are its subclasses, joined in `Flow`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, cast
 
 import libcst as cst
 
@@ -372,7 +372,7 @@ class FlowState:
         self._tainted = True
         if origin is None:
             origin = Origin(self, node)
-        return Value({(label, origin): ((At(self, node), note),)})
+        return Value({(label, origin): (cast(Step, (At(self, node), note)),)})
 
     def marker(self, label: str, origin: Any, follow: bool = False) -> Value:
         """A taint without a trace, for identity labels (a processor object) that are never

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol, cast
 
 if TYPE_CHECKING:  # annotations only: the values are unpickled from the cache without libcst
     import libcst as cst
@@ -213,12 +213,14 @@ def add_step(steps: tuple[Step, ...], line: "int | At", note: str) -> tuple[Step
     A step whose line is not known yet (an `At` never asked) is kept as it is, with the
     steps after it: the lines are computed, and the steps merged, only when the trace is
     read (`settle`, called by `Value.find` and wherever a trace leaves the interpreter).
-    Most taints never reach a sink, and their lines would be computed for nothing."""
+    Most taints never reach a sink, and their lines would be computed for nothing.
+    (Such a step is typed `Step` like the others: its readers are given settled traces.)"""
     if not steps:
         return steps
-    if type(steps[-1][0]) is At or (type(line) is At and line._line is None):
+    if type(steps[-1][0]) is At or (isinstance(line, At) and line._line is None):
         if len(steps) < MAX_RAW_STEPS:
-            return steps + ((line if type(line) is At else At.known(line), note),)
+            raw = line if isinstance(line, At) else At.known(line)
+            return steps + (cast(Step, (raw, note)),)
         steps = settle(steps)
     return _merge(steps, line_of(line), note)
 
