@@ -165,3 +165,74 @@ def test_findings_same_with_one_and_two_jobs(tmp_path, monkeypatch):
     one = run_check(["rl"], Settings(select=["PA102"], cache=False, jobs=1))
     two = run_check(["rl"], Settings(select=["PA102"], cache=False, jobs=2))
     assert [f.to_json() for f in one.findings] == [f.to_json() for f in two.findings]
+
+
+def _wide_tree(root: Path) -> None:
+    """Levels of several modules: three datasets (level 0), two rollouts that import them
+    (level 1), a driver that sends what a rollout's helper returns (level 2)."""
+    files = {"pyproject.toml": "[project]\nname = 'rl'\n", "rl/__init__.py": ""}
+    for i in range(3):
+        files[f"rl/data{i}.py"] = DATASET_EXPANDED.replace("prompt_ids", f"prompt_ids{i}")
+    files["rl/rollout_a.py"] = ROLLOUT.replace("rl.dataset import prompt_ids", "rl.data0 import prompt_ids0").replace(
+        "ids = prompt_ids(", "ids = prompt_ids0("
+    )
+    files["rl/rollout_b.py"] = """\
+        from rl.data1 import prompt_ids1
+        from rl.data2 import prompt_ids2
+
+
+        def build(processor, row):
+            return prompt_ids1(processor, row)
+
+
+        async def generate(url, processor, row):
+            return await post(url, {"input_ids": prompt_ids2(processor, row), "image_data": row["images"]})
+        """
+    files["rl/driver.py"] = """\
+        from rl.rollout_b import build
+
+
+        async def run(url, processor, row):
+            return await post(url, {"input_ids": build(processor, row), "image_data": row["images"]})
+        """
+    _write(root, files)
+
+
+def test_levels_in_workers_give_the_findings_of_one_job(tmp_path, monkeypatch):
+    _wide_tree(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    one = run_check(["rl"], Settings(select=["PA102"], cache=False, jobs=1))
+    assert not one.errors and len(one.findings) == 3, [f.to_json() for f in one.findings]
+    pids = tmp_path / "pids"
+    real = prepass._summarise
+
+    def recording(rule, key, e, view, s):  # forked workers inherit the patch
+        with open(pids, "a") as fh:
+            fh.write(f"{os.getpid()}\n")
+        return real(rule, key, e, view, s)
+
+    monkeypatch.setattr(prepass, "LEVEL_MIN_BYTES", 0)
+    monkeypatch.setattr(prepass, "_summarise", recording)
+    two = run_check(["rl"], Settings(select=["PA102"], cache=False, jobs=2))
+    assert [f.to_json() for f in one.findings] == [f.to_json() for f in two.findings]
+    ran = [int(p) for p in pids.read_text().split()]
+    assert len(ran) == 5 and os.getpid() not in ran  # every module summarised in a worker
+
+
+def test_a_level_worker_that_dies_is_done_here(tmp_path, monkeypatch):
+    _wide_tree(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    one = run_check(["rl"], Settings(select=["PA102"], cache=False, jobs=1))
+    real = prepass._summarise
+    here = os.getpid()
+
+    def dying(rule, key, e, view, s):
+        if key.endswith("data1.py") and os.getpid() != here:
+            os._exit(3)  # a worker killed mid-module (out of memory, a signal)
+        return real(rule, key, e, view, s)
+
+    monkeypatch.setattr(prepass, "LEVEL_MIN_BYTES", 0)
+    monkeypatch.setattr(prepass, "_summarise", dying)
+    two = run_check(["rl"], Settings(select=["PA102"], cache=False, jobs=2))
+    assert [f.to_json() for f in one.findings] == [f.to_json() for f in two.findings]
+    assert not two.errors

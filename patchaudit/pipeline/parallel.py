@@ -136,6 +136,30 @@ def adapted_jobs(jobs: int) -> int:
     return max(1, min(jobs, int(idle + 0.5)))
 
 
+def scan_jobs(settings, jobs: int | None = None) -> int:
+    """The workers a scan uses (`jobs` given by the caller, else the settings', else fitted
+    to the idle CPUs); the whole-repository pre-pass uses as many."""
+    adaptive = jobs is None and not settings.jobs and not settings.jobs_forced
+    n = effective_jobs(jobs, settings, forced=jobs is not None)
+    if adaptive and n > 1:
+        n = adapted_jobs(n)  # nobody fixed the number: no more than the CPUs idle now
+    return n
+
+
+def harden_worker(settings, parent_pid: int) -> None:
+    """What every worker process does first: die with its parent, refuse what the parse
+    budget refuses, and limit its address space (the whole-repository pre-pass's workers,
+    pipeline/repo_index.py, do it as the scan's do)."""
+    _set_parent_death_signal()
+    if os.getppid() != parent_pid:  # the parent died before the line above
+        os._exit(1)
+    _watch_parent(parent_pid)
+    from patchaudit.inputs.pyast import set_parse_limit
+
+    set_parse_limit(settings)
+    _limit_memory(settings)
+
+
 def worker_memory(settings) -> int:
     """The address space a worker may add to its start-up size (see WORKER_MEMORY)."""
     from patchaudit.inputs.pyast import parse_limit
@@ -233,14 +257,7 @@ def _worker_main(task_r, result_w, settings, codes: list[str], parent_pid: int, 
             conn.close()
         except OSError:
             pass
-    _set_parent_death_signal()
-    if os.getppid() != parent_pid:  # the parent died before the line above
-        os._exit(1)
-    _watch_parent(parent_pid)
-    from patchaudit.inputs.pyast import set_parse_limit
-
-    set_parse_limit(settings)
-    _limit_memory(settings)
+    harden_worker(settings, parent_pid)
     try:
         _worker_init(settings, codes)
         result_w.send(("ready",))
@@ -309,10 +326,7 @@ def scan(
     """(FileResult, from the cache?) for each file, in the order of `files`.
 
     `on_done()`, if given, is called in this process once per finished file."""
-    adaptive = jobs is None and not settings.jobs and not settings.jobs_forced
-    jobs = effective_jobs(jobs, settings, forced=jobs is not None)
-    if adaptive and jobs > 1:
-        jobs = adapted_jobs(jobs)  # nobody fixed the number: no more than the CPUs idle now
+    jobs = scan_jobs(settings, jobs)
     from patchaudit.inputs.pyast import set_parse_limit
 
     set_parse_limit(settings)  # the pre-filter's ast gate refuses what libcst would

@@ -18,7 +18,11 @@ Before the per-file pass, for every selected rule that declares `repository`
    mode, patchaudit/analysis/repo_summaries.py), round after round, until no
    summary changes (at most `MAX_ROUNDS`): a module is analysed again only
    when the summaries it can see (of the modules it imports, the carriers)
-   changed;
+   changed.  A round goes level by level (`_levels`: each module after the
+   modules it imports), every module of a level under the view the level
+   started with, so a level's modules can be summarised at once: in forked
+   workers (as many as the scan would use, hardened as its workers are) when
+   the level holds enough bytes, else here.  The result is the same either way;
 4. sets the result on the settings (`settings.repo[code]`, a `RepoView`) for
    the rule's per-file analysis, and returns the run's rule metas with the
    rule's `requires` widened by the words through which a file without a source
@@ -242,22 +246,34 @@ def _build(rule, pyfiles: list[tuple[str, str]], settings, cache) -> RepoView:
     for key, e in entries.items():
         index.add(key, os.path.relpath(key, roots[key]), cast(ModuleFacts, e.facts))
     view = RepoView(index, {k: e.summary for k, e in entries.items() if e.summary is not None}, _common_root(pyfiles))
-    order = _dependencies_first(view, sorted(entries))
+    levels = _levels(view, _dependencies_first(view, sorted(entries)))
+    jobs = 0  # decided when a level first has work enough for workers
     for _ in range(MAX_ROUNDS):
         changed = False
-        for key in order:
-            e = entries[key]
-            dep = view.dependency_key(key)
-            if e.summary is not None and e.dep == dep:
+        for level in levels:
+            todo = []
+            for key in level:
+                e = entries[key]
+                dep = view.dependency_key(key)
+                if e.summary is None or e.dep != dep:
+                    todo.append((key, dep))
+            if not todo:
                 continue
-            new, e.reports = _summarise(rule, key, e, view, settings)
-            old_key = e.summary.key() if e.summary is not None else None
-            e.summary, e.dep = new, dep
-            if new.key() != old_key:
-                changed = True
-            view.put(new)
-            if cache is not None:
-                cache.put(key, "repo", e.digest, dataclasses.replace(e, text=None, parsed=None))
+            if not jobs and _worth_workers([k for k, _ in todo], entries):
+                from patchaudit.pipeline.parallel import scan_jobs
+
+                jobs = scan_jobs(settings)
+            done = _summarise_level(rule, [k for k, _ in todo], entries, view, settings, jobs)
+            for (key, dep), (new, reports, digest) in zip(todo, done):
+                e = entries[key]
+                e.reports, e.text_digest = reports, digest
+                old_key = e.summary.key() if e.summary is not None else None
+                e.summary, e.dep = new, dep
+                if new.key() != old_key:
+                    changed = True
+                view.put(new)
+                if cache is not None:
+                    cache.put(key, "repo", e.digest, dataclasses.replace(e, text=None, parsed=None))
         if not changed:
             break
     for key, e in entries.items():  # converged: the module's findings are made
@@ -311,6 +327,88 @@ def _dependencies_first(view: RepoView, keys: list[str]) -> list[str]:
     for k in keys:
         visit(k, 0)
     return done
+
+
+def _levels(view: RepoView, order: list[str]) -> list[list[str]]:
+    """The modules in levels: each after the levels of the modules it imports that come
+    before it in `order` (an import cycle is cut where `order` cut it).  A round
+    summarises one level after the other, every module of a level under the view the
+    level started with: the modules of a level do not import each other, so they can be
+    summarised in any order or at once, and the result does not depend on the jobs."""
+    level: dict[str, int] = {}
+    for k in order:
+        below = [level[d] for d in view.dependencies(k) if d in level]
+        level[k] = 1 + max(below) if below else 0
+    out: list[list[str]] = [[] for _ in range(1 + max(level.values(), default=-1))]
+    for k in order:
+        out[level[k]].append(k)
+    return out
+
+
+#: a level is summarised in worker processes when its modules hold at least this many bytes
+#: (a fork and the summaries' way back cost ~30 ms; libcst parses ~0.7 MB/s)
+LEVEL_MIN_BYTES = 150_000
+#: at the start of a level in workers, `_LEVEL` holds what they inherit (fork)
+_LEVEL: dict[str, Any] = {}
+
+
+def _size(key: str, e: Entry) -> int:
+    if e.text is not None:
+        return len(e.text)
+    try:
+        return os.path.getsize(key)
+    except OSError:
+        return 0
+
+
+def _worth_workers(keys: list[str], entries: dict[str, Entry]) -> bool:
+    return len(keys) > 1 and sum(_size(k, entries[k]) for k in keys) >= LEVEL_MIN_BYTES
+
+
+def _summarise_level(rule, keys: list[str], entries: dict[str, Entry], view: RepoView, settings, jobs: int) -> list:
+    """(summary, reports, text digest) of each module of `keys` under `view`: in this
+    process, or in forked workers (hardened as the scan's: pipeline/parallel.py) when the
+    level is worth it.  A module whose worker failed (it died, ran out of memory) is
+    summarised here, as it would have been with one job."""
+    out: list = [None] * len(keys)
+    if jobs > 1 and _worth_workers(keys, entries):
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        from patchaudit.pipeline.parallel import harden_worker
+
+        if "fork" in multiprocessing.get_all_start_methods():
+            rule.summarise  # noqa: B018 - import the rule (and libcst) before forking
+            _LEVEL.update(rule=rule, entries=entries, view=view, settings=settings)
+            try:
+                with ProcessPoolExecutor(
+                    max_workers=min(jobs, len(keys)),
+                    mp_context=multiprocessing.get_context("fork"),
+                    initializer=harden_worker,
+                    initargs=(settings, os.getpid()),
+                ) as pool:
+                    futures = [pool.submit(_summarise_in_worker, k) for k in keys]
+                    for i, f in enumerate(futures):
+                        try:
+                            out[i] = f.result()
+                        except Exception:  # the worker died: this process does it below
+                            out[i] = None
+            except Exception:  # the pool could not start
+                pass
+            finally:
+                _LEVEL.clear()
+    for i, key in enumerate(keys):
+        if out[i] is None:
+            e = entries[key]
+            summary, reports = _summarise(rule, key, e, view, settings)
+            out[i] = (summary, reports, e.text_digest)
+    return out
+
+
+def _summarise_in_worker(key: str) -> tuple:
+    e = _LEVEL["entries"][key]
+    summary, reports = _summarise(_LEVEL["rule"], key, e, _LEVEL["view"], _LEVEL["settings"])
+    return summary, reports, e.text_digest
 
 
 def _common_root(pyfiles: list[tuple[str, str]]) -> str:
