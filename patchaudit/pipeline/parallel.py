@@ -521,12 +521,13 @@ def _eager_pool(files: list, jobs: int, cache, triage: Triage, metas: list) -> b
 
 
 def _repo_key(settings, src, data: bytes) -> bytes:
-    """What a Python file sees of the repository's summaries (pipeline/repo_index.py)."""
-    if src.kind != "python" or not getattr(settings, "repo", None):
+    """What a Python file sees of the repository's summaries (pipeline/repo_index.py), as
+    a digest for the per-file result cache (b"" when the run has no pre-pass): a file is
+    re-analysed exactly when a summary it can see changed."""
+    repos = getattr(settings, "repo", None)
+    if src.kind != "python" or not repos:
         return b""
-    from patchaudit.pipeline.repo_index import file_key
-
-    return file_key(settings, src.path, data)
+    return b"".join(repos[c].text_key(data) for c in sorted(repos))
 
 
 def _digest(data: bytes) -> bytes:

@@ -37,7 +37,7 @@ the content digest, the module's index facts and its summary with the
 dependency digest it was computed under.  A warm run re-parses nothing; a run
 after one file changed re-summarises that file and then only the modules whose
 dependency digest changed.  The per-file result cache mixes each file's view
-of the summaries into its key (`file_key`), so a file is re-analysed exactly
+of the summaries into its key (`parallel._repo_key`), so a file is re-analysed exactly
 when a summary it can see changed.
 """
 
@@ -514,12 +514,3 @@ def _summarise(rule, key: str, e: Entry, view: RepoView, settings) -> tuple[Modu
 
     e.text_digest = text_digest(text)
     return got[0], list(got[1])
-
-
-def file_key(settings, path: str, data: bytes) -> bytes:
-    """What the file can see of the repository's summaries, as a digest for the per-file
-    result cache (b"" when the run has no repository pre-pass)."""
-    repos = getattr(settings, "repo", None)
-    if not repos:
-        return b""
-    return b"".join(repos[c].text_key(data) for c in sorted(repos))
