@@ -55,6 +55,32 @@ _LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029\ufeff"
 PACK = "patchaudit.rules"
 
 
+class ByteGroups:
+    """Groups of byte strings, matched when every string of one group is in the data: what
+    `Rule.requires` and the pre-pass's `export_requires` say.  Each distinct string is
+    looked for at most once per data (the groups of a rule share most of them)."""
+
+    __slots__ = ("needles", "groups")
+
+    def __init__(self, groups: Iterable[Iterable[bytes]]):
+        listed = [tuple(g) for g in groups]
+        self.needles: tuple[bytes, ...] = tuple(dict.fromkeys(s for g in listed for s in g))
+        self.groups = tuple(tuple(self.needles.index(s) for s in g) for g in listed)
+
+    def match(self, data: bytes) -> bool:
+        present: dict[int, bool] = {}
+        for g in self.groups:
+            for i in g:
+                found = present.get(i)
+                if found is None:
+                    found = present[i] = self.needles[i] in data
+                if not found:
+                    break
+            else:
+                return True
+        return False
+
+
 @dataclass(frozen=True)
 class RuleMeta:
     """A rule as the scheduler sees it: enough to select and pre-filter."""
@@ -71,10 +97,10 @@ class RuleMeta:
     patch_set: bool = False  # the class has check_patch_set (whole-run rule)
     repository: bool = False  # the class takes part in the whole-repository pre-pass
     static: bool = True  # read from the source (False: from the imported class)
-    requires_bytes: tuple[tuple[bytes, ...], ...] = field(default=(), compare=False, repr=False)
+    requires_bytes: "ByteGroups" = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "requires_bytes", tuple(tuple(s.encode("utf-8") for s in g) for g in self.requires))
+        object.__setattr__(self, "requires_bytes", ByteGroups([[s.encode("utf-8") for s in g] for g in self.requires]))
 
     @property
     def byte_filter(self) -> bool:
@@ -89,7 +115,7 @@ class RuleMeta:
         bytes exactly when the string occurs in the text."""
         if not self.requires:
             return True
-        return any(all(s in data for s in group) for group in self.requires_bytes)
+        return self.requires_bytes.match(data)
 
     def load(self) -> type:
         """The real rule class (imports its module, and so libcst)."""
@@ -403,6 +429,10 @@ def _pack_modules(pack_dir: str) -> list[str]:
     return sorted(info.name for info in pkgutil.iter_modules([pack_dir]) if not info.name.startswith("_"))
 
 
+#: the layout of a pickled `RuleMeta`: a saved index of another layout is built again
+INDEX_FORMAT = 2
+
+
 def source_stamp() -> tuple:
     """(name, size, mtime) of every source the index is read from."""
     pack_dir, rule_py = _pack_location()
@@ -472,7 +502,7 @@ def pack_index(cache_root: str | None = None) -> dict[str, RuleMeta]:
     if cache_root is None:
         _INDEX = build_index()
         return _INDEX
-    stamp = (sys.version_info[:2], source_stamp())
+    stamp = (sys.version_info[:2], INDEX_FORMAT, source_stamp())
     paths = list(dict.fromkeys(os.path.join(d, "rule-index.pickle") for d in (cache_root, user_cache_dir()) if d))
     missing = []  # paths without this index: absent, stale or unreadable
     for path in paths:

@@ -464,18 +464,21 @@ def _read_entry(rule, path: str, key: str, settings, cache, stat: bytes, fresh: 
     return e
 
 
-_GROUPS: dict[tuple, tuple] = {}
+_GROUPS: dict[tuple, Any] = {}
 
 
 def _export_bytes(rule, data: bytes, settings) -> bool:
+    """The rule's byte filter (`export_requires`: groups of strings that must all be there)."""
+    from patchaudit.config.registry import ByteGroups
+
     options = settings.options_for(rule.code)
     key = (rule.code, repr(sorted(options.items())))
     groups = _GROUPS.get(key)
     if groups is None:
-        groups = _GROUPS[key] = tuple(
-            tuple(s.encode("utf-8", "surrogateescape") for s in g) for g in rule.export_requires(options)
+        groups = _GROUPS[key] = ByteGroups(
+            [[s.encode("utf-8", "surrogateescape") for s in g] for g in rule.export_requires(options)]
         )
-    return not groups or any(all(s in data for s in g) for g in groups)
+    return not groups.groups or groups.match(data)
 
 
 def _summarise(rule, key: str, e: Entry, view: RepoView, settings) -> tuple[ModuleSummary, list | None]:
