@@ -211,12 +211,24 @@ def test_levels_in_workers_give_the_findings_of_one_job(tmp_path, monkeypatch):
             fh.write(f"{os.getpid()}\n")
         return real(rule, key, e, view, s)
 
+    gates = tmp_path / "gates"
+    real_gate = prepass._gated
+
+    def gating(rule, g, s):
+        with open(gates, "a") as fh:
+            fh.write(f"{os.getpid()}\n")
+        return real_gate(rule, g, s)
+
     monkeypatch.setattr(prepass, "LEVEL_MIN_BYTES", 0)
+    monkeypatch.setattr(prepass, "GATE_MIN_BYTES", 0)
     monkeypatch.setattr(prepass, "_summarise", recording)
+    monkeypatch.setattr(prepass, "_gated", gating)
     two = run_check(["rl"], Settings(select=["PA102"], cache=False, jobs=2))
     assert [f.to_json() for f in one.findings] == [f.to_json() for f in two.findings]
     ran = [int(p) for p in pids.read_text().split()]
     assert len(ran) == 5 and os.getpid() not in ran  # every module summarised in a worker
+    gated = [int(p) for p in gates.read_text().split()]
+    assert len(gated) == 6 and os.getpid() not in gated  # and gated in one
 
 
 def test_a_level_worker_that_dies_is_done_here(tmp_path, monkeypatch):

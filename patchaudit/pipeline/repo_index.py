@@ -231,12 +231,16 @@ def _build(rule, pyfiles: list[tuple[str, str]], settings, cache) -> RepoView:
     entries: dict[str, Entry] = {}
     fresh: dict[str, bytes] = {}  # the files read in this run (new or changed)
     roots: dict[str, str] = {}
+    found: list[tuple[str, str, Entry | _Gate | None]] = []
     for path, root in pyfiles:
         key = norm_path(path)
         top = module_name(os.path.relpath(key, root)).split(".")[0]
         if top:
             index.first_party.add(top)
-        e = _entry(rule, path, key, settings, cache, fresh)
+        found.append((key, root, _entry(rule, path, key, settings, cache, fresh)))
+    gated = _gate_all(rule, [g for _, _, g in found if isinstance(g, _Gate)], settings, cache)
+    for key, root, got in found:
+        e = gated[key] if isinstance(got, _Gate) else got
         if e is None or not e.exports or e.facts is None:
             continue
         entries[key] = e
@@ -348,7 +352,7 @@ def _levels(view: RepoView, order: list[str]) -> list[list[str]]:
 #: a level is summarised in worker processes when its modules hold at least this many bytes
 #: (a fork and the summaries' way back cost ~30 ms; libcst parses ~0.7 MB/s)
 LEVEL_MIN_BYTES = 150_000
-#: at the start of a level in workers, `_LEVEL` holds what they inherit (fork)
+#: what the pre-pass's forked workers inherit (`_in_workers`): set just before the fork
 _LEVEL: dict[str, Any] = {}
 
 
@@ -372,36 +376,47 @@ def _summarise_level(rule, keys: list[str], entries: dict[str, Entry], view: Rep
     summarised here, as it would have been with one job."""
     out: list = [None] * len(keys)
     if jobs > 1 and _worth_workers(keys, entries):
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
-        from patchaudit.pipeline.parallel import harden_worker
-
-        if "fork" in multiprocessing.get_all_start_methods():
-            rule.summarise  # noqa: B018 - import the rule (and libcst) before forking
-            _LEVEL.update(rule=rule, entries=entries, view=view, settings=settings)
-            try:
-                with ProcessPoolExecutor(
-                    max_workers=min(jobs, len(keys)),
-                    mp_context=multiprocessing.get_context("fork"),
-                    initializer=harden_worker,
-                    initargs=(settings, os.getpid()),
-                ) as pool:
-                    futures = [pool.submit(_summarise_in_worker, k) for k in keys]
-                    for i, f in enumerate(futures):
-                        try:
-                            out[i] = f.result()
-                        except Exception:  # the worker died: this process does it below
-                            out[i] = None
-            except Exception:  # the pool could not start
-                pass
-            finally:
-                _LEVEL.clear()
+        _LEVEL.update(rule=rule, entries=entries, view=view, settings=settings)
+        try:
+            out = _in_workers(_summarise_in_worker, keys, settings, rule, jobs)
+        finally:
+            _LEVEL.clear()
     for i, key in enumerate(keys):
         if out[i] is None:
             e = entries[key]
             summary, reports = _summarise(rule, key, e, view, settings)
             out[i] = (summary, reports, e.text_digest)
+    return out
+
+
+def _in_workers(fn, tasks: list, settings, rule, jobs: int | None = None) -> list:
+    """`fn(task)` for every task, in forked workers (hardened as the scan's, and inheriting
+    `_LEVEL`): a list in the order of `tasks`, None where a worker failed (it died, ran out
+    of memory) or where this platform cannot fork; the caller does those itself."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from patchaudit.pipeline.parallel import harden_worker
+
+    out: list = [None] * len(tasks)
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return out
+    rule.summarise  # noqa: B018 - import the rule (and libcst) before forking
+    try:
+        with ProcessPoolExecutor(
+            max_workers=min(jobs or len(tasks), len(tasks)),
+            mp_context=multiprocessing.get_context("fork"),
+            initializer=harden_worker,
+            initargs=(settings, os.getpid()),
+        ) as pool:
+            futures = [pool.submit(fn, t) for t in tasks]
+            for i, f in enumerate(futures):
+                try:
+                    out[i] = f.result()
+                except Exception:  # the worker died: the caller does it
+                    out[i] = None
+    except Exception:  # the pool could not start
+        pass
     return out
 
 
@@ -416,8 +431,9 @@ def _common_root(pyfiles: list[tuple[str, str]]) -> str:
     return roots[0] if len(roots) == 1 else ""
 
 
-def _entry(rule, path: str, key: str, settings, cache, fresh: dict[str, bytes]) -> Entry | None:
-    """The module's entry: from the cache when its stat is unchanged, else read and gated."""
+def _entry(rule, path: str, key: str, settings, cache, fresh: dict[str, bytes]) -> "Entry | _Gate | None":
+    """The module's entry: from the cache when its stat is unchanged, else read (and, when
+    its bytes pass the rule's byte filter, a `_Gate` to run: `_gate_all`)."""
     stat = _stat_key(path)
     if stat is None:
         return None
@@ -432,7 +448,9 @@ def _entry(rule, path: str, key: str, settings, cache, fresh: dict[str, bytes]) 
     return _read_entry(rule, path, key, settings, cache, stat, fresh)
 
 
-def _read_entry(rule, path: str, key: str, settings, cache, stat: bytes, fresh: dict[str, bytes]) -> Entry | None:
+def _read_entry(
+    rule, path: str, key: str, settings, cache, stat: bytes, fresh: dict[str, bytes]
+) -> "Entry | _Gate | None":
     from patchaudit.files.reader import ReadError, read_bytes
 
     try:
@@ -443,25 +461,89 @@ def _read_entry(rule, path: str, key: str, settings, cache, stat: bytes, fresh: 
     fresh[key] = data
     if cache is not None:
         cache.put(key, "repo-stat", stat, digest)
-    e = Entry(digest, False)
     if _export_bytes(rule, data, settings):
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            text = None
-        if text is not None and rule.exports(text, settings):
-            from patchaudit.analysis.gate import parse
-
-            tree = parse(text)
-            if tree is not None:
-                e = Entry(digest, True, module_facts(tree), rule.seed(text, settings), text=text)
-                e.source = rule.has_source(text, settings)
-    if cache is not None:
-        if e.exports:
-            cache.put(key, "repo", digest, dataclasses.replace(e, text=None, parsed=None))
-        else:
-            cache.put(key, "repo-none", digest, True)
+        return _Gate(key, data, digest)
+    e = Entry(digest, False)
+    _remember(key, e, cache)
     return e
+
+
+@dataclasses.dataclass
+class _Gate:
+    """A module whose bytes passed the rule's byte filter: its `ast` gate is still to run."""
+
+    key: str
+    data: bytes
+    digest: bytes
+
+
+def _gated(rule, g: _Gate, settings) -> Entry:
+    """The module's entry after the rule's `exports` gate (an `ast` parse): its index facts,
+    the functions to follow and whether it holds a source."""
+    try:
+        text = g.data.decode("utf-8")
+    except UnicodeDecodeError:
+        return Entry(g.digest, False)
+    if not rule.exports(text, settings):
+        return Entry(g.digest, False)
+    from patchaudit.analysis.gate import parse
+
+    tree = parse(text)
+    if tree is None:
+        return Entry(g.digest, False)
+    e = Entry(g.digest, True, module_facts(tree), rule.seed(text, settings), text=text)
+    e.source = rule.has_source(text, settings)
+    return e
+
+
+#: the gates run in forked workers when the modules to gate hold at least this many bytes
+#: (`ast` reads ~7 MB/s; a fork and the entries' way back cost ~30 ms)
+GATE_MIN_BYTES = 400_000
+
+
+def _gate_all(rule, gates: list[_Gate], settings, cache) -> dict[str, Entry]:
+    """`_gated` for every module of `gates` (by key): in forked workers when there is
+    enough to read and the scan would use workers, else here (the same entries)."""
+    out: dict[str, Entry] = {}
+    if len(gates) > 1 and sum(len(g.data) for g in gates) >= GATE_MIN_BYTES:
+        from patchaudit.pipeline.parallel import scan_jobs
+
+        jobs = scan_jobs(settings)
+        if jobs > 1:
+            _LEVEL.update(rule=rule, gates=gates, settings=settings)
+            try:
+                chunks = [list(range(i, len(gates), jobs)) for i in range(jobs)]
+                for got in _in_workers(_gate_in_worker, chunks, settings, rule):
+                    if got is not None:
+                        out.update(got)
+            finally:
+                _LEVEL.clear()
+    for g in gates:
+        e = out.get(g.key)
+        if e is None:
+            e = out[g.key] = _gated(rule, g, settings)
+        elif e.exports:
+            e.text = g.data.decode("utf-8")  # not sent back: this process has the bytes
+        _remember(g.key, e, cache)
+    return out
+
+
+def _gate_in_worker(indexes: list[int]) -> dict[str, Entry]:
+    rule, gates, settings = _LEVEL["rule"], _LEVEL["gates"], _LEVEL["settings"]
+    out = {}
+    for i in indexes:
+        e = _gated(rule, gates[i], settings)
+        out[gates[i].key] = dataclasses.replace(e, text=None)
+    return out
+
+
+def _remember(key: str, e: Entry, cache) -> None:
+    if cache is None:
+        return
+    if e.exports:
+        cache.put(key, "repo", e.digest, dataclasses.replace(e, text=None, parsed=None))
+    else:
+        cache.put(key, "repo-none", e.digest, True)
 
 
 _GROUPS: dict[tuple, Any] = {}
