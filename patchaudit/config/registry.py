@@ -35,6 +35,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, cast
 
+from patchaudit.config.byte_filter import ByteGroups
 from patchaudit.config.literals import MISSING, ModuleReader, Unknown, bound_names
 from patchaudit.files.usercache import atomic_write, read_file, seal, unseal, user_cache_dir
 
@@ -53,32 +54,6 @@ METHODS = ("can_match", "check_patch_set")
 _LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029\ufeff"
 
 PACK = "patchaudit.rules"
-
-
-class ByteGroups:
-    """Groups of byte strings, matched when every string of one group is in the data: what
-    `Rule.requires` and the pre-pass's `export_requires` say.  Each distinct string is
-    looked for at most once per data (the groups of a rule share most of them)."""
-
-    __slots__ = ("needles", "groups")
-
-    def __init__(self, groups: Iterable[Iterable[bytes]]):
-        listed = [tuple(g) for g in groups]
-        self.needles: tuple[bytes, ...] = tuple(dict.fromkeys(s for g in listed for s in g))
-        self.groups = tuple(tuple(self.needles.index(s) for s in g) for g in listed)
-
-    def match(self, data: bytes) -> bool:
-        present: dict[int, bool] = {}
-        for g in self.groups:
-            for i in g:
-                found = present.get(i)
-                if found is None:
-                    found = present[i] = self.needles[i] in data
-                if not found:
-                    break
-            else:
-                return True
-        return False
 
 
 @dataclass(frozen=True)

@@ -352,8 +352,6 @@ def _levels(view: RepoView, order: list[str]) -> list[list[str]]:
 #: a level is summarised in worker processes when its modules hold at least this many bytes
 #: (a fork and the summaries' way back cost ~30 ms; libcst parses ~0.7 MB/s)
 LEVEL_MIN_BYTES = 150_000
-#: what the pre-pass's forked workers inherit (`_in_workers`): set just before the fork
-_LEVEL: dict[str, Any] = {}
 
 
 def _size(key: str, e: Entry) -> int:
@@ -376,11 +374,10 @@ def _summarise_level(rule, keys: list[str], entries: dict[str, Entry], view: Rep
     summarised here, as it would have been with one job."""
     out: list = [None] * len(keys)
     if jobs > 1 and _worth_workers(keys, entries):
-        _LEVEL.update(rule=rule, entries=entries, view=view, settings=settings)
-        try:
-            out = _in_workers(_summarise_in_worker, keys, settings, rule, jobs)
-        finally:
-            _LEVEL.clear()
+        from patchaudit.pipeline.forked import run_forked
+
+        rule.summarise  # noqa: B018 - import the rule (and libcst) before forking
+        out = run_forked(_summarise_in_worker, keys, settings, jobs, rule=rule, entries=entries, view=view)
     for i, key in enumerate(keys):
         if out[i] is None:
             e = entries[key]
@@ -389,40 +386,11 @@ def _summarise_level(rule, keys: list[str], entries: dict[str, Entry], view: Rep
     return out
 
 
-def _in_workers(fn, tasks: list, settings, rule, jobs: int | None = None) -> list:
-    """`fn(task)` for every task, in forked workers (hardened as the scan's, and inheriting
-    `_LEVEL`): a list in the order of `tasks`, None where a worker failed (it died, ran out
-    of memory) or where this platform cannot fork; the caller does those itself."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    from patchaudit.pipeline.parallel import harden_worker
-
-    out: list = [None] * len(tasks)
-    if "fork" not in multiprocessing.get_all_start_methods():
-        return out
-    rule.summarise  # noqa: B018 - import the rule (and libcst) before forking
-    try:
-        with ProcessPoolExecutor(
-            max_workers=min(jobs or len(tasks), len(tasks)),
-            mp_context=multiprocessing.get_context("fork"),
-            initializer=harden_worker,
-            initargs=(settings, os.getpid()),
-        ) as pool:
-            futures = [pool.submit(fn, t) for t in tasks]
-            for i, f in enumerate(futures):
-                try:
-                    out[i] = f.result()
-                except Exception:  # the worker died: the caller does it
-                    out[i] = None
-    except Exception:  # the pool could not start
-        pass
-    return out
-
-
 def _summarise_in_worker(key: str) -> tuple:
-    e = _LEVEL["entries"][key]
-    summary, reports = _summarise(_LEVEL["rule"], key, e, _LEVEL["view"], _LEVEL["settings"])
+    from patchaudit.pipeline.forked import inherited
+
+    e = inherited("entries")[key]
+    summary, reports = _summarise(inherited("rule"), key, e, inherited("view"), inherited("settings"))
     return summary, reports, e.text_digest
 
 
@@ -510,14 +478,13 @@ def _gate_all(rule, gates: list[_Gate], settings, cache) -> dict[str, Entry]:
 
         jobs = scan_jobs(settings)
         if jobs > 1:
-            _LEVEL.update(rule=rule, gates=gates, settings=settings)
-            try:
-                chunks = [list(range(i, len(gates), jobs)) for i in range(jobs)]
-                for got in _in_workers(_gate_in_worker, chunks, settings, rule):
-                    if got is not None:
-                        out.update(got)
-            finally:
-                _LEVEL.clear()
+            from patchaudit.pipeline.forked import run_forked
+
+            rule.summarise  # noqa: B018 - import the rule (and libcst) before forking
+            chunks = [list(range(i, len(gates), jobs)) for i in range(jobs)]
+            for got in run_forked(_gate_in_worker, chunks, settings, jobs, rule=rule, gates=gates):
+                if got is not None:
+                    out.update(got)
     for g in gates:
         e = out.get(g.key)
         if e is None:
@@ -529,7 +496,9 @@ def _gate_all(rule, gates: list[_Gate], settings, cache) -> dict[str, Entry]:
 
 
 def _gate_in_worker(indexes: list[int]) -> dict[str, Entry]:
-    rule, gates, settings = _LEVEL["rule"], _LEVEL["gates"], _LEVEL["settings"]
+    from patchaudit.pipeline.forked import inherited
+
+    rule, gates, settings = inherited("rule"), inherited("gates"), inherited("settings")
     out = {}
     for i in indexes:
         e = _gated(rule, gates[i], settings)
@@ -551,7 +520,7 @@ _GROUPS: dict[tuple, Any] = {}
 
 def _export_bytes(rule, data: bytes, settings) -> bool:
     """The rule's byte filter (`export_requires`: groups of strings that must all be there)."""
-    from patchaudit.config.registry import ByteGroups
+    from patchaudit.config.byte_filter import ByteGroups
 
     options = settings.options_for(rule.code)
     key = (rule.code, repr(sorted(options.items())))
