@@ -510,6 +510,37 @@ def test_statement_positions_are_libcsts():
     assert checked > 200 and fast > checked // 4   # most lookups never position the whole file
 
 
+def test_statement_positions_of_a_trace_are_libcsts():
+    """Many lookups in one module (a dataflow trace: nodes of one function, then of
+    another) are answered from the two functions positioned first, and are libcst's."""
+    import libcst as cst
+    from libcst.metadata import MetadataWrapper, PositionProvider
+
+    from patchaudit.analysis.lazy_metadata import metadata_wrapper
+
+    for name in ("parallel.py", "repo_index.py"):
+        module = cst.parse_module((REPO / "patchaudit" / "pipeline" / name).read_text(encoding="utf-8"))
+        eager = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+        fns = [n for n in eager if isinstance(n, cst.FunctionDef)]
+        wrapper = metadata_wrapper(module)
+        lazy = wrapper.resolve_many([PositionProvider])[PositionProvider]
+        looked = 0
+        for fn in fns[1:3]:
+            lo, hi = eager[fn].start.line, eager[fn].end.line
+            inner = [
+                n
+                for n, r in eager.items()
+                if isinstance(n, (cst.BaseExpression, cst.BaseSmallStatement)) and lo < r.start.line <= r.end.line <= hi
+            ]
+            assert len(inner) > 20
+            for node in inner[::5]:
+                assert lazy[node] == eager[node], (name, type(node).__name__)
+                looked += 1
+        assert not wrapper.positions_computed()  # two functions: never the whole module
+        # a piece per function (and a statement whose text held the node's first line)
+        assert looked >= 10 and len(lazy._statements.done) <= 4
+
+
 def test_module_only_visit_is_a_full_visit(monkeypatch):
     import patchaudit.analysis.lazy_metadata as lm
 

@@ -97,7 +97,9 @@ class _StatementPositions:
     reports one node would pay it for the whole file.  Plain code generation is
     several times cheaper, and the number of lines a statement's code holds
     does not depend on where it stands.  So the statement that holds the node
-    is found (descending through class and function bodies), the module is
+    is found (descending through class bodies; a function is positioned whole:
+    a dataflow trace looks up several nodes of one function, and the later
+    lookups are then answered from the first), the module is
     pruned to that statement and its enclosing class/def headers (the same
     indentation, so the same columns), libcst's own provider runs on the pruned
     module, and lines are shifted by the lines of the statements pruned before
@@ -158,7 +160,7 @@ class _StatementPositions:
             stmt = stmts[i]
             if (
                 depth < 6
-                and isinstance(stmt, (cst.ClassDef, cst.FunctionDef))
+                and isinstance(stmt, cst.ClassDef)
                 and isinstance(stmt.body, cst.IndentedBlock)
                 and stmt.body.body
             ):
