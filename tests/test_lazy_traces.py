@@ -84,3 +84,13 @@ def test_an_origin_leaves_as_its_position_and_a_raw_step_not_at_all():
     assert pickle.loads(pickle.dumps(Origin(flow, 3))) == (3, 4)
     with pytest.raises(TypeError, match="settle"):
         pickle.dumps(((At(flow, 3), "x"),))
+
+
+def test_a_summary_holds_positions_not_nodes():
+    from patchaudit.analysis.repo_summaries import taints_of
+
+    flow = _Lines()
+    v = Value({("L", Origin(flow, 7)): ((At(flow, 7), "source"),)}).with_step(At(flow, 9), "returned")
+    ((label, origin, steps),) = taints_of(v, "/repo/m.py")
+    assert (label, origin) == ("L", (7, 4)) and type(origin) is tuple
+    assert [(int(l), l.path, n) for l, n in steps] == [(7, "/repo/m.py", "source"), (9, "/repo/m.py", "returned")]

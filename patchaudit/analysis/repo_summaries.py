@@ -41,7 +41,7 @@ import pickle
 from dataclasses import dataclass, field
 from typing import Any
 
-from patchaudit.analysis.flow_values import PARAM, FileLine, Step, Value, is_symbolic, join, settle
+from patchaudit.analysis.flow_values import PARAM, FileLine, Origin, Step, Value, is_symbolic, join, settle
 from patchaudit.analysis.repo_index import RepoIndex, Symbol
 from patchaudit.model.findings import Report
 
@@ -106,11 +106,13 @@ def in_file(steps: tuple[Step, ...], path: str) -> tuple[Step, ...]:
 
 
 def taints_of(value: Value, path: str, concrete: bool = True) -> tuple[Taint, ...]:
-    """The concrete (or only the symbolic) taints of `value`, their steps in `path`."""
+    """The concrete (or only the symbolic) taints of `value`, their steps in `path`, a
+    source's origin as its (line, column): a summary holds no libcst node (it is kept for
+    the whole run, and cached), and is the same whether it was computed here or read."""
     out = []
     for (label, origin), steps in value.flat().t.items():
         if is_symbolic(origin) != concrete and steps:
-            out.append((label, origin, in_file(steps, path)))
+            out.append((label, origin.pos if type(origin) is Origin else origin, in_file(steps, path)))
     out.sort(key=lambda t: (t[0], repr(t[1])))
     return tuple(out)
 
