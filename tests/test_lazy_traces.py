@@ -92,5 +92,5 @@ def test_a_summary_holds_positions_not_nodes():
     flow = _Lines()
     v = Value({("L", Origin(flow, 7)): ((At(flow, 7), "source"),)}).with_step(At(flow, 9), "returned")
     ((label, origin, steps),) = taints_of(v, "/repo/m.py")
-    assert (label, origin) == ("L", (7, 4)) and type(origin) is tuple
+    assert (label, origin) == ("L", ("/repo/m.py", 7, 4)) and type(origin) is tuple
     assert [(int(l), l.path, n) for l, n in steps] == [(7, "/repo/m.py", "source"), (9, "/repo/m.py", "returned")]

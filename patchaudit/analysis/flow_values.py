@@ -338,7 +338,7 @@ class Origin:
     """A source's identity: the (line, column) of its node, computed only when asked for.
 
     Equal to another `Origin` of the same node (the identity the interpreter uses while it
-    runs); pickled, printed and sorted as the `(line, column)` tuple it stands for, which is
+    runs); pickled and printed as the `(line, column)` tuple it stands for, which is
     what leaves the module's analysis (summaries, the cache)."""
 
     __slots__ = ("_flow", "_node", "_pos")

@@ -107,12 +107,16 @@ def in_file(steps: tuple[Step, ...], path: str) -> tuple[Step, ...]:
 
 def taints_of(value: Value, path: str, concrete: bool = True) -> tuple[Taint, ...]:
     """The concrete (or only the symbolic) taints of `value`, their steps in `path`, a
-    source's origin as its (line, column): a summary holds no libcst node (it is kept for
-    the whole run, and cached), and is the same whether it was computed here or read."""
+    source of this module as `(path, line, column)`: a summary holds no libcst node (it is
+    kept for the whole run, and cached), is the same whether it was computed here or
+    read, and a source keeps its identity in other modules (two modules' sources on the
+    same line and column are two sources)."""
     out = []
     for (label, origin), steps in value.flat().t.items():
         if is_symbolic(origin) != concrete and steps:
-            out.append((label, origin.pos if type(origin) is Origin else origin, in_file(steps, path)))
+            if type(origin) is Origin:
+                origin = (path, *origin.pos)
+            out.append((label, origin, in_file(steps, path)))
     out.sort(key=lambda t: (t[0], repr(t[1])))
     return tuple(out)
 

@@ -11,8 +11,9 @@ Before the per-file pass, for every selected rule that declares `repository`
    else `inputs.discover` on the root: `.gitignore` and excludes apply) and
    keeps those the rule can export from: its byte filter first (`export`
    needles, no decoding), then its own `exports(text)` (the `ast` gate of
-   patchaudit/analysis/gate.py).  Every other file exports nothing: it has no
-   source and no sink the rule recognises;
+   patchaudit/analysis/gate.py; the gates run together after the reads, in
+   forked workers when they have enough to read).  Every other file exports
+   nothing: it has no source and no sink the rule recognises;
 3. indexes the kept modules (patchaudit/analysis/repo_index.py) and runs the
    rule's `summarise` on each (a libcst parse and the interpreter in summary
    mode, patchaudit/analysis/repo_summaries.py), round after round, until no
