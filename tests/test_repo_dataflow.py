@@ -223,7 +223,7 @@ def test_levels_in_workers_give_the_findings_of_one_job(tmp_path, monkeypatch):
     monkeypatch.setattr(prepass, "GATE_MIN_BYTES", 0)
     monkeypatch.setattr(prepass, "_summarise", recording)
     monkeypatch.setattr(prepass, "_gated", gating)
-    two = run_check(["rl"], Settings(select=["PA102"], cache=False, jobs=2))
+    two = run_check(["rl"], Settings(select=["PA102"], cache=False, jobs=2, jobs_forced=True))  # even on one CPU
     assert [f.to_json() for f in one.findings] == [f.to_json() for f in two.findings]
     ran = [int(p) for p in pids.read_text().split()]
     assert len(ran) == 5 and os.getpid() not in ran  # every module summarised in a worker
@@ -245,6 +245,6 @@ def test_a_level_worker_that_dies_is_done_here(tmp_path, monkeypatch):
 
     monkeypatch.setattr(prepass, "LEVEL_MIN_BYTES", 0)
     monkeypatch.setattr(prepass, "_summarise", dying)
-    two = run_check(["rl"], Settings(select=["PA102"], cache=False, jobs=2))
+    two = run_check(["rl"], Settings(select=["PA102"], cache=False, jobs=2, jobs_forced=True))  # even on one CPU
     assert [f.to_json() for f in one.findings] == [f.to_json() for f in two.findings]
     assert not two.errors
