@@ -72,7 +72,7 @@ class RuleMeta:
     patch_set: bool = False  # the class has check_patch_set (whole-run rule)
     repository: bool = False  # the class takes part in the whole-repository pre-pass
     static: bool = True  # read from the source (False: from the imported class)
-    requires_bytes: "ByteGroups" = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
+    requires_bytes: ByteGroups = field(init=False, compare=False, repr=False)  # from `requires`
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "requires_bytes", ByteGroups([[s.encode("utf-8") for s in g] for g in self.requires]))

@@ -239,7 +239,10 @@ def _build(rule, pyfiles: list[tuple[str, str]], settings, cache) -> RepoView:
         if top:
             index.first_party.add(top)
         found.append((key, root, _entry(rule, path, key, settings, cache, fresh)))
-    gated = _gate_all(rule, [g for _, _, g in found if isinstance(g, _Gate)], settings, cache)
+    from patchaudit.pipeline.parallel import scan_jobs
+
+    jobs = scan_jobs(settings)  # the workers the gates and the levels may use
+    gated = _gate_all(rule, [g for _, _, g in found if isinstance(g, _Gate)], settings, cache, jobs)
     for key, root, got in found:
         e = gated[key] if isinstance(got, _Gate) else got
         if e is None or not e.exports or e.facts is None:
@@ -252,7 +255,6 @@ def _build(rule, pyfiles: list[tuple[str, str]], settings, cache) -> RepoView:
         index.add(key, os.path.relpath(key, roots[key]), cast(ModuleFacts, e.facts))
     view = RepoView(index, {k: e.summary for k, e in entries.items() if e.summary is not None}, _common_root(pyfiles))
     levels = _levels(view, _dependencies_first(view, sorted(entries)))
-    jobs = 0  # decided when a level first has work enough for workers
     for _ in range(MAX_ROUNDS):
         changed = False
         for level in levels:
@@ -264,10 +266,6 @@ def _build(rule, pyfiles: list[tuple[str, str]], settings, cache) -> RepoView:
                     todo.append((key, dep))
             if not todo:
                 continue
-            if not jobs and _worth_workers([k for k, _ in todo], entries):
-                from patchaudit.pipeline.parallel import scan_jobs
-
-                jobs = scan_jobs(settings)
             done = _summarise_level(rule, [k for k, _ in todo], entries, view, settings, jobs)
             for (key, dep), (new, reports, digest) in zip(todo, done):
                 e = entries[key]
@@ -470,22 +468,18 @@ def _gated(rule, g: _Gate, settings) -> Entry:
 GATE_MIN_BYTES = 400_000
 
 
-def _gate_all(rule, gates: list[_Gate], settings, cache) -> dict[str, Entry]:
-    """`_gated` for every module of `gates` (by key): in forked workers when there is
-    enough to read and the scan would use workers, else here (the same entries)."""
+def _gate_all(rule, gates: list[_Gate], settings, cache, jobs: int) -> dict[str, Entry]:
+    """`_gated` for every module of `gates` (by key): in `jobs` forked workers when there
+    is enough to read, else here (the same entries)."""
     out: dict[str, Entry] = {}
-    if len(gates) > 1 and sum(len(g.data) for g in gates) >= GATE_MIN_BYTES:
-        from patchaudit.pipeline.parallel import scan_jobs
+    if jobs > 1 and len(gates) > 1 and sum(len(g.data) for g in gates) >= GATE_MIN_BYTES:
+        from patchaudit.pipeline.forked import run_forked
 
-        jobs = scan_jobs(settings)
-        if jobs > 1:
-            from patchaudit.pipeline.forked import run_forked
-
-            rule.summarise  # noqa: B018 - import the rule (and libcst) before forking
-            chunks = [list(range(i, len(gates), jobs)) for i in range(jobs)]
-            for got in run_forked(_gate_in_worker, chunks, settings, jobs, rule=rule, gates=gates):
-                if got is not None:
-                    out.update(got)
+        rule.summarise  # noqa: B018 - import the rule (and libcst) before forking
+        chunks = [list(range(i, len(gates), jobs)) for i in range(jobs)]
+        for got in run_forked(_gate_in_worker, chunks, settings, jobs, rule=rule, gates=gates):
+            if got is not None:
+                out.update(got)
     for g in gates:
         e = out.get(g.key)
         if e is None:
