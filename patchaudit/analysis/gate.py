@@ -61,7 +61,7 @@ class Facts:
         self._annotations: list[ast.expr] = []
         self._annotation_text: list[str] | None = None
         names, strings, calls = self.names, self.strings, self.calls
-        for node in ast.walk(tree):
+        for node in pyast.walk(tree):
             t = type(node)
             if t is ast.Name:
                 names.add(node.id)  # type: ignore[attr-defined]
@@ -93,6 +93,15 @@ class Facts:
 
     def words(self) -> set[str]:
         return self.names | self.strings
+
+    def __getstate__(self) -> dict[str, Any]:
+        # sent back by the pre-pass's workers (`pinned`): the annotations' parts are read
+        # now, the text and the annotations' nodes stay here
+        self.annotation_parts()
+        state = dict(self.__dict__)
+        state["text"] = ""
+        state["_annotations"] = []
+        return state
 
     def annotation_parts(self) -> list[str]:
         """Each parameter annotation's parts as PA102's `param` hook splits its source text
@@ -326,6 +335,8 @@ def facts(text: str) -> Facts | None:
     """The module's facts, or None when `ast` cannot read it (the gate then lets it through)."""
     if _QUICK_ONLY[0]:
         return None
+    if text in _PINNED:
+        return _PINNED[text]
     if text in _CACHE:
         return _CACHE[text]
     tree = parse(text)
@@ -383,10 +394,12 @@ def functions(text: str) -> list[FunctionFacts] | None:
     if _QUICK_ONLY[0]:
         return None
     if text in _FUNCTIONS:
+        _pin(text)
         return _FUNCTIONS[text]
     tree = parse(text)
     if tree is None:
         return None
+    _pin(text)
     out: list[FunctionFacts] = []
     try:
         for stmt in tree.body:
@@ -405,6 +418,59 @@ def functions(text: str) -> list[FunctionFacts] | None:
 
 
 _FUNCTIONS: dict[str, list[FunctionFacts]] = {}
+
+# The whole-repository pre-pass asks `functions` of every module its byte filter keeps,
+# long before the scan asks `facts` of the same text (on SGLang 65 of the 116 texts the
+# scan parses): the module's facts are read from the tree `functions` parsed and kept for
+# the run (a few hundred kB of names per MB of source), so the scan parses it no more.
+# The pre-pass's forked workers send theirs back (`pinned`, `adopt`), and the scan's
+# workers, forked later, inherit them.
+_PINNED: dict[str, "Facts | None"] = {}
+_PINNED_SIZE = [0]
+#: characters of text whose facts are kept for the run, at most
+PIN_CHARS = 64 * 1024 * 1024
+
+
+def _pin(text: str) -> None:
+    """Keep the text's facts for the run (read from its tree, which `functions` just
+    parsed: `parse` remembers it)."""
+    if text in _PINNED or _PINNED_SIZE[0] + len(text) > PIN_CHARS:
+        return
+    if text in _CACHE:
+        got = _CACHE[text]
+    else:
+        tree = parse(text)
+        try:
+            got = Facts(text, tree) if tree is not None else None
+        except RecursionError:
+            got = None
+    _PINNED[text] = got
+    _PINNED_SIZE[0] += len(text)
+
+
+def clear_pins() -> None:
+    """Forget the kept facts (a new run: the whole-repository pre-pass starts)."""
+    _PINNED.clear()
+    _PINNED_SIZE[0] = 0
+
+
+def pinned(text: str) -> "Facts | None | bool":
+    """The facts kept for `text`, ready to be sent to another process (False: none kept)."""
+    if text not in _PINNED:
+        return False
+    return _PINNED[text]
+
+
+def adopt(text: str, got: "Facts | None") -> None:
+    """Keep facts another process computed for `text` (`pinned` there)."""
+    if text in _PINNED or _PINNED_SIZE[0] + len(text) > PIN_CHARS:
+        return
+    if got is not None:
+        got.text = text
+    _PINNED[text] = got
+    _PINNED_SIZE[0] += len(text)
+
+
 _TREES: dict[str, "ast.Module | None"] = {}
 
 
@@ -423,7 +489,7 @@ def parse(text: str) -> "ast.Module | None":
 def _function_facts(qualname: str, fn: ast.AST) -> FunctionFacts:
     ff = FunctionFacts(qualname)
     words = ff.words
-    for node in ast.walk(fn):
+    for node in pyast.walk(fn):
         t = type(node)
         if t is ast.Name:
             words.add(node.id)  # type: ignore[attr-defined]

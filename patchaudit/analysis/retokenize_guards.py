@@ -32,6 +32,7 @@ from typing import Any, Callable, Iterable, Iterator
 import libcst as cst
 
 from patchaudit.analysis.flow_values import matches
+from patchaudit.inputs import pyast
 
 #: statements that leave the current path: an `!=` check followed by one of these fails loudly
 _LEAVE = (cst.Raise, cst.Return, cst.Continue, cst.Break)
@@ -216,7 +217,7 @@ def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
 def may_size_mask(tree: ast.AST, patterns: list[str]) -> bool:
     """Whether some store, append, keyword or dict key named like `patterns` holds a `len(...)`
     call (the pre-filter's question: zeros are not told apart)."""
-    for node in ast.walk(tree):
+    for node in pyast.walk(tree):
         for name, value in _ast_mask_values(node):
             if matches(name, patterns) and _has_len(value):
                 return True
@@ -227,7 +228,7 @@ def mask_len_lines(tree: ast.AST, patterns: list[str]) -> dict[int, str]:
     """line of a `len(...)` call -> the mask it sizes, for masks named like `patterns` and not
     filled with zeros (`[0] * len(obs_ids)`)."""
     out: dict[int, str] = {}
-    for node in ast.walk(tree):
+    for node in pyast.walk(tree):
         for name, value in _ast_mask_values(node):
             if name is not None and matches(name, patterns):
                 _collect_len(value, name, False, out)
@@ -286,4 +287,6 @@ def _ast_last_name(node: ast.AST) -> str | None:
 
 
 def _has_len(node: ast.AST) -> bool:
-    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "len" for n in ast.walk(node))
+    return any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "len" for n in pyast.walk(node)
+    )

@@ -139,6 +139,11 @@ def prepare_repo(paths: list[str], files: list, settings, metas: list, cache_roo
     repo_metas = [m for m in metas if "python" in m.kinds and _is_repository(m)]
     if not repo_metas:
         return metas
+    from patchaudit.analysis.gate import clear_pins
+    from patchaudit.units import clear_handed
+
+    clear_pins()  # the gate's facts kept by the last run (this run's are kept from here)
+    clear_handed()  # and the modules it parsed
     pyfiles = _python_files(paths, files, settings)
     if not pyfiles or len(pyfiles) > MAX_FILES:
         return metas
@@ -152,7 +157,8 @@ def prepare_repo(paths: list[str], files: list, settings, metas: list, cache_roo
             continue
         rule = _LazyRule(meta)  # imported only for files the cache does not answer
         cache = _cache(settings, meta.code, cache_root)
-        view = _build(rule, pyfiles, settings, cache)
+        others = [m for m in metas if m is not meta and "python" in m.kinds]
+        view = _build(rule, pyfiles, settings, cache, others)
         repos[meta.code] = view
         words = _repo_words(rule, view, settings, cache)
         if cache is not None:
@@ -227,7 +233,7 @@ def _cache(settings, code: str, cache_root: Any):
     return ResultCache(cache_root, key)
 
 
-def _build(rule, pyfiles: list[tuple[str, str]], settings, cache) -> RepoView:
+def _build(rule, pyfiles: list[tuple[str, str]], settings, cache, others: list) -> RepoView:
     index = RepoIndex()
     entries: dict[str, Entry] = {}
     fresh: dict[str, bytes] = {}  # the files read in this run (new or changed)
@@ -280,10 +286,21 @@ def _build(rule, pyfiles: list[tuple[str, str]], settings, cache) -> RepoView:
         if not changed:
             break
     for key, e in entries.items():  # converged: the module's findings are made
+        if e.parsed is not None and e.text is not None and _parsed_again(others, e.text):
+            from patchaudit.units import hand_over
+
+            hand_over(e.text, e.parsed[0])
         e.parsed = None
         if e.reports is not None and e.text_digest is not None and e.dep == view.dependency_key(key):
             view.reports[key] = (e.text_digest, e.reports)
     return view
+
+
+def _parsed_again(others: list, text: str) -> bool:
+    """Whether the scan may parse the module again: another Python rule's byte filter
+    lets it through (this rule's findings on it are made: `view.reports`)."""
+    data = text.encode("utf-8", "surrogateescape")
+    return any(not m.byte_filter or m.can_match_bytes(data) for m in others)
 
 
 def _needed(entries: dict[str, Entry], fresh: dict[str, bytes], cache) -> None:
@@ -472,6 +489,7 @@ def _gate_all(rule, gates: list[_Gate], settings, cache, jobs: int) -> dict[str,
     """`_gated` for every module of `gates` (by key): in `jobs` forked workers when there
     is enough to read, else here (the same entries)."""
     out: dict[str, Entry] = {}
+    facts: dict[str, Any] = {}  # the gate's facts of a module gated in a worker (gate.pinned)
     if jobs > 1 and len(gates) > 1 and sum(len(g.data) for g in gates) >= GATE_MIN_BYTES:
         from patchaudit.pipeline.forked import run_forked
 
@@ -479,25 +497,37 @@ def _gate_all(rule, gates: list[_Gate], settings, cache, jobs: int) -> dict[str,
         chunks = [list(range(i, len(gates), jobs)) for i in range(jobs)]
         for got in run_forked(_gate_in_worker, chunks, settings, jobs, rule=rule, gates=gates):
             if got is not None:
-                out.update(got)
+                for key, (e, f) in got.items():
+                    out[key], facts[key] = e, f
+    from patchaudit.analysis import gate
+
     for g in gates:
-        e = out.get(g.key)
+        e, f = out.get(g.key), facts.get(g.key, False)
         if e is None:
             e = out[g.key] = _gated(rule, g, settings)
-        elif e.exports:
-            e.text = g.data.decode("utf-8")  # not sent back: this process has the bytes
+        elif e.exports or f is not False:
+            text = g.data.decode("utf-8")  # not sent back: this process has the bytes
+            if e.exports:
+                e.text = text
+            if f is not False:
+                gate.adopt(text, f)  # for the scan (its workers fork after this)
         _remember(g.key, e, cache)
     return out
 
 
-def _gate_in_worker(indexes: list[int]) -> dict[str, Entry]:
+def _gate_in_worker(indexes: list[int]) -> dict[str, tuple[Entry, Any]]:
+    from patchaudit.analysis.gate import pinned
     from patchaudit.pipeline.forked import inherited
 
     rule, gates, settings = inherited("rule"), inherited("gates"), inherited("settings")
     out = {}
     for i in indexes:
         e = _gated(rule, gates[i], settings)
-        out[gates[i].key] = dataclasses.replace(e, text=None)
+        try:
+            f = pinned(gates[i].data.decode("utf-8"))
+        except UnicodeDecodeError:
+            f = False
+        out[gates[i].key] = (dataclasses.replace(e, text=None), f)
     return out
 
 
