@@ -52,11 +52,18 @@ def run() -> None:
     every parsed tree, cached result and libcst class one by one) only delays the
     exit a pre-commit hook waits for, so the process ends there, as mypy does
     (`mypy.util.hard_exit`).  Nothing is left to run: the worker pool is shut down,
-    the cache written, and files are closed by the commands themselves."""
+    the cache written, and files are closed by the commands themselves.
+
+    The cyclic garbage collector runs less often, as in mypy (its `tune_gc`): a run
+    builds hundreds of thousands of libcst nodes that live until their file is done,
+    and with the default thresholds the collector walks them again and again (on
+    SGLang with one job, about a tenth of the run, for some 15 MB more at the peak)."""
+    import gc
     import os
     import sys
     import threading
 
+    gc.set_threshold(200_000, 30, 30)
     try:
         main()
     except SystemExit as exc:
