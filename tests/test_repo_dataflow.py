@@ -13,6 +13,7 @@ from pathlib import Path
 
 from patchaudit.analysis.repo_index import RepoIndex, module_facts
 from patchaudit.config.settings import Settings
+from patchaudit.pipeline import repo_entries as entries
 from patchaudit.pipeline import repo_index as prepass
 from patchaudit.pipeline.runner import run_check
 from patchaudit.reporters import render
@@ -212,7 +213,7 @@ def test_levels_in_workers_give_the_findings_of_one_job(tmp_path, monkeypatch):
         return real(rule, key, e, view, s)
 
     gates = tmp_path / "gates"
-    real_gate = prepass._gated
+    real_gate = entries.gated
 
     def gating(rule, g, s):
         with open(gates, "a") as fh:
@@ -220,9 +221,9 @@ def test_levels_in_workers_give_the_findings_of_one_job(tmp_path, monkeypatch):
         return real_gate(rule, g, s)
 
     monkeypatch.setattr(prepass, "LEVEL_MIN_BYTES", 0)
-    monkeypatch.setattr(prepass, "GATE_MIN_BYTES", 0)
+    monkeypatch.setattr(entries, "GATE_MIN_BYTES", 0)
     monkeypatch.setattr(prepass, "_summarise", recording)
-    monkeypatch.setattr(prepass, "_gated", gating)
+    monkeypatch.setattr(entries, "gated", gating)
     two = run_check(["rl"], Settings(select=["PA102"], cache=False, jobs=2, jobs_forced=True))  # even on one CPU
     assert [f.to_json() for f in one.findings] == [f.to_json() for f in two.findings]
     ran = [int(p) for p in pids.read_text().split()]

@@ -17,7 +17,7 @@ import pytest
 from patchaudit.analysis import gate
 from patchaudit.config.settings import Settings
 from patchaudit.inputs import pyast
-from patchaudit.pipeline import repo_index as prepass
+from patchaudit.pipeline import repo_entries as entries
 from patchaudit.pipeline.runner import run_check
 from patchaudit.testing import all_examples
 
@@ -152,7 +152,7 @@ def test_the_prepass_gates_in_workers_and_the_findings_stay(tmp_path, monkeypatc
     _tree(tmp_path)
     monkeypatch.chdir(tmp_path)
     one = _run()
-    monkeypatch.setattr(prepass, "GATE_MIN_BYTES", 0)
+    monkeypatch.setattr(entries, "GATE_MIN_BYTES", 0)
     two = run_check(["rl"], Settings(select=["PA102", "PA103"], cache=False, jobs=2, jobs_forced=True))
     assert not two.errors and _keys(two.findings) == one
     assert any(text.startswith("def prompt_ids") for text in gate._PINNED)  # adopted from a worker

@@ -137,12 +137,14 @@ class RepoView:
         #: was computed under the final view need no second analysis (`precomputed`)
         self.reports: dict[str, tuple[bytes, list[Report]]] = {}
         self._needles: dict[str, list[str]] | None = None
+        self._word_keys: list[tuple[bytes, bytes]] | None = None
         self._sources: list[str] | None = None
 
     def put(self, summary: ModuleSummary) -> None:
         self.summaries[summary.path] = summary
         self._carriers = None
         self._needles = None
+        self._word_keys = None
         self._sources = None
 
     def carriers(self) -> dict[str, Value]:
@@ -189,13 +191,17 @@ class RepoView:
     def text_key(self, data: bytes | str) -> bytes:
         """What a module with this content can see of the others, as a digest (for the
         per-file result cache): the summaries of the modules exporting a word it holds."""
+        if self._word_keys is None:  # each word's bytes and its modules' summary keys, once
+            self._word_keys = [
+                (w.encode("utf-8", "surrogateescape"), b"".join(self.summaries[p].key() for p in paths))
+                for w, paths in self.needles().items()
+            ]
         h = hashlib.blake2b(digest_size=16)
         raw = data.encode("utf-8", "surrogateescape") if isinstance(data, str) else data
-        for word, paths in self.needles().items():
-            if word.encode("utf-8", "surrogateescape") in raw:
-                h.update(word.encode("utf-8", "surrogateescape"))
-                for p in paths:
-                    h.update(self.summaries[p].key())
+        for word, keys in self._word_keys:
+            if word in raw:
+                h.update(word)
+                h.update(keys)
         return h.digest()
 
     def function(self, sym: Symbol | None) -> FunctionSummary | None:

@@ -12,8 +12,8 @@ Before the per-file pass, for every selected rule that declares `repository`
    keeps those the rule can export from: its byte filter first (`export`
    needles, no decoding), then its own `exports(text)` (the `ast` gate of
    patchaudit/analysis/gate.py; the gates run together after the reads, in
-   forked workers when they have enough to read).  Every other file exports
-   nothing: it has no source and no sink the rule recognises;
+   forked workers when they have enough to read: patchaudit/pipeline/repo_entries.py).
+   Every other file exports nothing: it has no source and no sink the rule recognises;
 3. indexes the kept modules (patchaudit/analysis/repo_index.py) and runs the
    rule's `summarise` on each (a libcst parse and the interpreter in summary
    mode, patchaudit/analysis/repo_summaries.py), round after round, until no
@@ -32,6 +32,11 @@ Before the per-file pass, for every selected rule that declares `repository`
    names none of them and has no source sees nothing tainted, so the pre-filter
    stays sound (tests/test_speed_invariants.py).
 
+What the pre-pass parsed, the scan does not parse again: the gate's facts of the
+texts it gated are kept for the run (analysis/gate.py), and the libcst module of
+a module summarised here that another rule's byte filter keeps is handed to the
+scan's unit of the same text (`units.hand_over`; tests/test_shared_parses.py).
+
 The cache (`pipeline.cache.ResultCache`, its own run key): per module, keyed by
 its size, modification time and inode (a warm run reads no unchanged file),
 the content digest, the module's index facts and its summary with the
@@ -49,8 +54,9 @@ import hashlib
 import os
 from typing import Any, cast
 
-from patchaudit.analysis.repo_index import ModuleFacts, RepoIndex, module_facts, module_name
+from patchaudit.analysis.repo_index import ModuleFacts, RepoIndex, module_name
 from patchaudit.analysis.repo_summaries import ModuleSummary, RepoView, norm_path
+from patchaudit.pipeline.repo_entries import Entry, Gate, entry, gate_all
 
 #: rounds of the fixed point over the repository
 MAX_ROUNDS = 4
@@ -58,28 +64,6 @@ MAX_ROUNDS = 4
 MAX_FILES = 20000
 #: markers of a project root
 ROOT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
-
-
-@dataclasses.dataclass
-class Entry:
-    """One module of the repository as the pre-pass keeps it (and caches it)."""
-
-    digest: bytes  # of the content
-    exports: bool  # the rule's `exports` accepted it
-    facts: ModuleFacts | None = None
-    #: the functions worth following parameter by parameter (they name a sink's words)
-    seed: set[str] | None = None
-    #: it holds a source of its own (else only request builders: summarised when needed)
-    source: bool = True
-    #: a request builder's summary is needed: a file that names a source module calls it
-    needed: bool = False
-    summary: ModuleSummary | None = None
-    dep: bytes | None = None  # the dependency digest the summary was computed under
-    #: the rule's reports on the module under that view (None: it could not be analysed)
-    reports: list | None = None
-    text_digest: bytes | None = None
-    text: str | None = None  # this run only (not cached)
-    parsed: Any = None  # this run only: (libcst module, positions), kept between rounds
 
 
 def project_root(path: str) -> str:
@@ -125,25 +109,13 @@ def _python_files(paths: list[str], files: list, settings) -> list[tuple[str, st
     return out
 
 
-def _stat_key(path: str) -> bytes | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return f"{st.st_size}:{st.st_mtime_ns}:{st.st_ino}".encode()
-
-
 def prepare_repo(paths: list[str], files: list, settings, metas: list, cache_root: Any) -> list:
     """Run the pre-pass for every selected `repository` rule (see the module docstring);
     the metas to scan with."""
     repo_metas = [m for m in metas if "python" in m.kinds and _is_repository(m)]
     if not repo_metas:
         return metas
-    from patchaudit.analysis.gate import clear_pins
-    from patchaudit.units import clear_handed
-
-    clear_pins()  # the gate's facts kept by the last run (this run's are kept from here)
-    clear_handed()  # and the modules it parsed
+    _forget_last_run()
     pyfiles = _python_files(paths, files, settings)
     if not pyfiles or len(pyfiles) > MAX_FILES:
         return metas
@@ -167,6 +139,18 @@ def prepare_repo(paths: list[str], files: list, settings, metas: list, cache_roo
             out[out.index(meta)] = dataclasses.replace(meta, requires=meta.requires + words)
     settings.repo = repos
     return out
+
+
+def _forget_last_run() -> None:
+    """Drop the gate's facts and the parsed modules the last run kept for its scan (this
+    run's are kept from here).  A module not imported yet kept nothing: a warm run, whose
+    summaries all come from the cache, imports neither."""
+    import sys
+
+    for name, clear in (("patchaudit.analysis.gate", "clear_pins"), ("patchaudit.units", "clear_handed")):
+        module = sys.modules.get(name)
+        if module is not None:
+            getattr(module, clear)()
 
 
 class _LazyRule:
@@ -238,19 +222,19 @@ def _build(rule, pyfiles: list[tuple[str, str]], settings, cache, others: list) 
     entries: dict[str, Entry] = {}
     fresh: dict[str, bytes] = {}  # the files read in this run (new or changed)
     roots: dict[str, str] = {}
-    found: list[tuple[str, str, Entry | _Gate | None]] = []
+    found: list[tuple[str, str, Entry | Gate | None]] = []
     for path, root in pyfiles:
         key = norm_path(path)
         top = module_name(os.path.relpath(key, root)).split(".")[0]
         if top:
             index.first_party.add(top)
-        found.append((key, root, _entry(rule, path, key, settings, cache, fresh)))
+        found.append((key, root, entry(rule, path, key, settings, cache, fresh)))
     from patchaudit.pipeline.parallel import scan_jobs
 
     jobs = scan_jobs(settings)  # the workers the gates and the levels may use
-    gated = _gate_all(rule, [g for _, _, g in found if isinstance(g, _Gate)], settings, cache, jobs)
+    gated = gate_all(rule, [g for _, _, g in found if isinstance(g, Gate)], settings, cache, jobs)
     for key, root, got in found:
-        e = gated[key] if isinstance(got, _Gate) else got
+        e = gated[key] if isinstance(got, Gate) else got
         if e is None or not e.exports or e.facts is None:
             continue
         entries[key] = e
@@ -413,148 +397,6 @@ def _summarise_in_worker(key: str) -> tuple:
 def _common_root(pyfiles: list[tuple[str, str]]) -> str:
     roots = sorted({r for _, r in pyfiles})
     return roots[0] if len(roots) == 1 else ""
-
-
-def _entry(rule, path: str, key: str, settings, cache, fresh: dict[str, bytes]) -> "Entry | _Gate | None":
-    """The module's entry: from the cache when its stat is unchanged, else read (and, when
-    its bytes pass the rule's byte filter, a `_Gate` to run: `_gate_all`)."""
-    stat = _stat_key(path)
-    if stat is None:
-        return None
-    if cache is not None:
-        hit = cache.get(key, "repo-stat", stat)
-        if hit is not None:
-            got = cache.get(key, "repo", hit)
-            if got is not None:
-                return got
-            if cache.get(key, "repo-none", hit):
-                return Entry(hit, False)
-    return _read_entry(rule, path, key, settings, cache, stat, fresh)
-
-
-def _read_entry(
-    rule, path: str, key: str, settings, cache, stat: bytes, fresh: dict[str, bytes]
-) -> "Entry | _Gate | None":
-    from patchaudit.files.reader import ReadError, read_bytes
-
-    try:
-        data = read_bytes(path, settings.max_file_size)
-    except (ReadError, OSError):
-        return None  # the per-file pass reports it
-    digest = hashlib.blake2b(data, digest_size=16).digest()
-    fresh[key] = data
-    if cache is not None:
-        cache.put(key, "repo-stat", stat, digest)
-    if _export_bytes(rule, data, settings):
-        return _Gate(key, data, digest)
-    e = Entry(digest, False)
-    _remember(key, e, cache)
-    return e
-
-
-@dataclasses.dataclass
-class _Gate:
-    """A module whose bytes passed the rule's byte filter: its `ast` gate is still to run."""
-
-    key: str
-    data: bytes
-    digest: bytes
-
-
-def _gated(rule, g: _Gate, settings) -> Entry:
-    """The module's entry after the rule's `exports` gate (an `ast` parse): its index facts,
-    the functions to follow and whether it holds a source."""
-    try:
-        text = g.data.decode("utf-8")
-    except UnicodeDecodeError:
-        return Entry(g.digest, False)
-    if not rule.exports(text, settings):
-        return Entry(g.digest, False)
-    from patchaudit.analysis.gate import parse
-
-    tree = parse(text)
-    if tree is None:
-        return Entry(g.digest, False)
-    e = Entry(g.digest, True, module_facts(tree), rule.seed(text, settings), text=text)
-    e.source = rule.has_source(text, settings)
-    return e
-
-
-#: the gates run in forked workers when the modules to gate hold at least this many bytes
-#: (`ast` reads ~7 MB/s; a fork and the entries' way back cost ~30 ms)
-GATE_MIN_BYTES = 400_000
-
-
-def _gate_all(rule, gates: list[_Gate], settings, cache, jobs: int) -> dict[str, Entry]:
-    """`_gated` for every module of `gates` (by key): in `jobs` forked workers when there
-    is enough to read, else here (the same entries)."""
-    out: dict[str, Entry] = {}
-    facts: dict[str, Any] = {}  # the gate's facts of a module gated in a worker (gate.pinned)
-    if jobs > 1 and len(gates) > 1 and sum(len(g.data) for g in gates) >= GATE_MIN_BYTES:
-        from patchaudit.pipeline.forked import run_forked
-
-        rule.summarise  # noqa: B018 - import the rule (and libcst) before forking
-        chunks = [list(range(i, len(gates), jobs)) for i in range(jobs)]
-        for got in run_forked(_gate_in_worker, chunks, settings, jobs, rule=rule, gates=gates):
-            if got is not None:
-                for key, (e, f) in got.items():
-                    out[key], facts[key] = e, f
-    from patchaudit.analysis import gate
-
-    for g in gates:
-        e, f = out.get(g.key), facts.get(g.key, False)
-        if e is None:
-            e = out[g.key] = _gated(rule, g, settings)
-        elif e.exports or f is not False:
-            text = g.data.decode("utf-8")  # not sent back: this process has the bytes
-            if e.exports:
-                e.text = text
-            if f is not False:
-                gate.adopt(text, f)  # for the scan (its workers fork after this)
-        _remember(g.key, e, cache)
-    return out
-
-
-def _gate_in_worker(indexes: list[int]) -> dict[str, tuple[Entry, Any]]:
-    from patchaudit.analysis.gate import pinned
-    from patchaudit.pipeline.forked import inherited
-
-    rule, gates, settings = inherited("rule"), inherited("gates"), inherited("settings")
-    out = {}
-    for i in indexes:
-        e = _gated(rule, gates[i], settings)
-        try:
-            f = pinned(gates[i].data.decode("utf-8"))
-        except UnicodeDecodeError:
-            f = False
-        out[gates[i].key] = (dataclasses.replace(e, text=None), f)
-    return out
-
-
-def _remember(key: str, e: Entry, cache) -> None:
-    if cache is None:
-        return
-    if e.exports:
-        cache.put(key, "repo", e.digest, dataclasses.replace(e, text=None, parsed=None))
-    else:
-        cache.put(key, "repo-none", e.digest, True)
-
-
-_GROUPS: dict[tuple, Any] = {}
-
-
-def _export_bytes(rule, data: bytes, settings) -> bool:
-    """The rule's byte filter (`export_requires`: groups of strings that must all be there)."""
-    from patchaudit.config.byte_filter import ByteGroups
-
-    options = settings.options_for(rule.code)
-    key = (rule.code, repr(sorted(options.items())))
-    groups = _GROUPS.get(key)
-    if groups is None:
-        groups = _GROUPS[key] = ByteGroups(
-            [[s.encode("utf-8", "surrogateescape") for s in g] for g in rule.export_requires(options)]
-        )
-    return not groups.groups or groups.match(data)
 
 
 def _summarise(rule, key: str, e: Entry, view: RepoView, settings) -> tuple[ModuleSummary, list | None]:
