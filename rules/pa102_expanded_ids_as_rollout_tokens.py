@@ -23,7 +23,15 @@ from patchaudit.analysis.dataflow import (
     run_repo,
     summarise,
 )
-from patchaudit.analysis.gate import called_names, facts, functions, literal_runs, quick_text, string_lists
+from patchaudit.analysis.gate import (
+    called_names,
+    facts,
+    functions,
+    literal_runs,
+    per_options,
+    quick_text,
+    string_lists,
+)
 from patchaudit.lint.rule import PYTHON, Rule
 from patchaudit.model.findings import Severity
 
@@ -616,6 +624,7 @@ class ExpandedIdsAsRolloutTokens(Rule):
         )
 
     @classmethod
+    @per_options
     def requires_for(cls, options: dict[str, Any] | None):
         """The pre-filter for these options: an ids field (or apply_chat_template) and the
         literal part of some processor name, annotation or factory pattern."""

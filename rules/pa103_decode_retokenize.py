@@ -14,6 +14,7 @@ from patchaudit.analysis.gate import (
     called_names,
     facts,
     literal_runs,
+    per_options,
     quick_text,
     string_lists,
 )
@@ -62,11 +63,11 @@ def _engine_text_words(text: str, o: dict[str, Any]) -> bool:
     fields = o["rollout-fields"]
     if any(any(ch in p for ch in "*?[") for p in fields):
         return True
-    if has_field(tuple(p.rsplit(".", 1)[-1] for p in fields), text):
-        return True
     if any(a in text for a in o["append-calls"]):
         return True
-    return "len" in text and any(all(r in text for r in literal_runs(m)) for m in o["mask-names"])
+    if "len" in text and any(all(r in text for r in literal_runs(m)) for m in o["mask-names"]):
+        return True
+    return has_field(tuple(p.rsplit(".", 1)[-1] for p in fields), text)  # the regex last
 
 
 @functools.lru_cache(maxsize=32)
@@ -775,6 +776,7 @@ class DecodeRetokenize(Rule):
         return any(n in lasts for n in called_names(text, lasts))
 
     @classmethod
+    @per_options
     def requires_for(cls, options: dict[str, Any] | None):
         """The byte pre-filter's groups: each decode method alone; each engine call's name
         with a word every tokenizer name or encode call must contain."""

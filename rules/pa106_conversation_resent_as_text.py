@@ -354,7 +354,7 @@ class ConversationResentAsText(Rule):
         calls = tuple({p.rsplit(".", 1)[-1] for p in o["response-calls"]})
         if any(ch in c for c in calls for ch in "*?[") or not calls:
             return True
-        if _LOOP.search(text) is None or not calls_one_of(text, calls):
+        if not calls_one_of(text, calls) or _LOOP.search(text) is None:  # the regex last
             return False
         texts = o["output-text-fields"]
         if not any(any(ch in p for ch in "*?[") for p in texts) and not field_of(text, texts):

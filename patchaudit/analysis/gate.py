@@ -22,10 +22,11 @@ example and on the whole corpus.
 from __future__ import annotations
 
 import ast
+import functools
 import keyword
 import re
 import unicodedata
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from patchaudit.inputs import pyast
 from patchaudit.inputs.astnames import ANY_CALL, dotted
@@ -368,6 +369,22 @@ def some_word_may_match(words: set[str], patterns: list[str]) -> bool:
         if any(longest in w for w in words):
             return True
     return False
+
+
+def per_options(fn: Callable[[Any, dict[str, Any] | None], Any]) -> Callable[[Any, dict[str, Any] | None], Any]:
+    """`fn(cls, options)` remembered per class and options (by their repr): a rule's
+    `requires_for` is asked for every file the pre-filter reads, always with the run's
+    options.  The result is shared: `fn` returns an immutable value (a tuple)."""
+    memo: dict[tuple[Any, str], Any] = {}
+
+    @functools.wraps(fn)
+    def remembered(cls: Any, options: dict[str, Any] | None) -> Any:
+        key = (cls, repr(sorted(options.items())) if options else "")
+        if key not in memo:
+            memo[key] = fn(cls, options)
+        return memo[key]
+
+    return remembered
 
 
 def string_lists(options: dict[str, Any], keys: Iterable[str]) -> bool:
