@@ -126,6 +126,7 @@ def test_a_run_starts_without_the_last_runs_facts_and_modules(tmp_path, monkeypa
     gate.adopt("stale = 1\n", None)
     _run()
     assert "stale = 1\n" not in units._HANDED and "stale = 1\n" not in gate._PINNED
+    assert not units._HANDED and not gate._PINNED  # and what it kept is dropped after its scan
 
 
 def test_a_workers_facts_are_the_facts_here():
@@ -152,10 +153,18 @@ def test_the_prepass_gates_in_workers_and_the_findings_stay(tmp_path, monkeypatc
     _tree(tmp_path)
     monkeypatch.chdir(tmp_path)
     one = _run()
+    adopted = []
+    real = gate.adopt
+
+    def adopting(text, got):
+        adopted.append(got)
+        real(text, got)
+
+    monkeypatch.setattr(gate, "adopt", adopting)
     monkeypatch.setattr(entries, "GATE_MIN_BYTES", 0)
     two = run_check(["rl"], Settings(select=["PA102", "PA103"], cache=False, jobs=2, jobs_forced=True))
     assert not two.errors and _keys(two.findings) == one
-    assert any(text.startswith("def prompt_ids") for text in gate._PINNED)  # adopted from a worker
+    assert adopted and all(f is not False for f in adopted)  # the workers' facts came back
 
 
 _LEAVES = (ast.expr_context, ast.operator, ast.unaryop, ast.boolop, ast.cmpop)

@@ -115,7 +115,7 @@ def prepare_repo(paths: list[str], files: list, settings, metas: list, cache_roo
     repo_metas = [m for m in metas if "python" in m.kinds and _is_repository(m)]
     if not repo_metas:
         return metas
-    _forget_last_run()
+    forget_kept()
     pyfiles = _python_files(paths, files, settings)
     if not pyfiles or len(pyfiles) > MAX_FILES:
         return metas
@@ -141,10 +141,10 @@ def prepare_repo(paths: list[str], files: list, settings, metas: list, cache_roo
     return out
 
 
-def _forget_last_run() -> None:
-    """Drop the gate's facts and the parsed modules the last run kept for its scan (this
-    run's are kept from here).  A module not imported yet kept nothing: a warm run, whose
-    summaries all come from the cache, imports neither."""
+def forget_kept() -> None:
+    """Drop the gate's facts and the parsed modules kept for the scan (before a run's
+    pre-pass, and after its scan).  A module not imported yet kept nothing: a warm run,
+    whose summaries all come from the cache, imports neither."""
     import sys
 
     for name, clear in (("patchaudit.analysis.gate", "clear_pins"), ("patchaudit.units", "clear_handed")):

@@ -80,6 +80,10 @@ def run_check(paths: list[str], settings: Settings, progress: Any = None) -> Run
             h = fr.hunks[0]
             engine = h.get("engine_title") or h["engine"]
             progress.note(f"{h['patch']} -> {engine}" + (f", {h['applier']}" if h.get("applier") else ""))
+    if settings.whole_repository:
+        from patchaudit.pipeline.repo_index import forget_kept
+
+        forget_kept()  # the pre-pass's facts and modules kept for the scan: it is done
     # one refused engine file is one error of the run, however many worker processes met it
     result.errors = unique_errors(result.errors)
     if cache is not None:
