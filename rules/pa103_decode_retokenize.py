@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Any
+from typing import Any, Iterator
 
 import libcst as cst
 from libcst.metadata import PositionProvider
@@ -94,18 +94,26 @@ _KEYWORD_AFTER = re.compile(r"\s*=(?!=)")
 _BLANKS = re.compile(r"(?:\s|#[^\n]*(?![^\n])|\\\n)*")
 
 
-def has_field(names: tuple[str, ...], text: str) -> bool:
-    """Whether `_field_re` finds one of `names` in `text`; searched by the names first (a
-    pattern that starts with a character class makes `re` try every position: three
-    times slower on SGLang), the characters around each checked after."""
-    rx = _names_re(names)
+def _each_match(rx: "re.Pattern[str]", text: str) -> Iterator["re.Match[str]"]:
+    """Every match of `rx`, overlapping ones too (the next search starts one character
+    after the last match's start).  `has_field` and `has_call` search for the names
+    alone and check the characters around each hit after: a pattern that starts with
+    the names lets `re` skip to their first letters, where one that starts with a
+    character class or a look-behind makes it try every position (three to four times
+    slower on SGLang)."""
     pos = 0
     while True:
         m = rx.search(text, pos)
         if m is None:
-            return False
+            return
+        yield m
+        pos = m.start() + 1
+
+
+def has_field(names: tuple[str, ...], text: str) -> bool:
+    """Whether `_field_re` finds one of `names` in `text` (by the names first: `_each_match`)."""
+    for m in _each_match(_names_re(names), text):
         start, end = m.start(), m.end()
-        pos = start + 1
         if _field_re(names).match(text, start - 1 if start else 0) is not None and start:
             return True
         if _KEYWORD_AFTER.match(text, end) is not None:
@@ -117,6 +125,7 @@ def has_field(names: tuple[str, ...], text: str) -> bool:
             in_comment = "#" in before[before.rfind("\n") + 1 :]
             if lo > 0 and not in_comment and _BLANKS.fullmatch(before) is not None:
                 return True  # blanks and comments all the way back: it may start earlier
+    return False
 
 
 @functools.lru_cache(maxsize=32)
@@ -131,19 +140,13 @@ _WORD_CHAR = re.compile(r"\w")
 
 
 def has_call(names: tuple[str, ...], text: str) -> bool:
-    """Whether `text` calls one of `names` (`_call_re` not preceded by a word character).
-    The look-behind is checked here, not in the pattern: a pattern that starts with the
-    names lets `re` skip to their first letters (four times faster on SGLang)."""
-    rx = _call_re(names)
-    pos = 0
-    while True:
-        m = rx.search(text, pos)
-        if m is None:
-            return False
+    """Whether `text` calls one of `names` (`_call_re` not preceded by a word character;
+    the look-behind checked here, not in the pattern: `_each_match`)."""
+    for m in _each_match(_call_re(names), text):
         start = m.start()
         if start == 0 or _WORD_CHAR.match(text, start - 1) is None:
             return True
-        pos = start + 1
+    return False
 
 
 class DecodeRetokenize(Rule):
