@@ -98,11 +98,11 @@ def parse(text: str) -> ast.Module | None:
     return tree
 
 
-#: fields whose values are never nodes with children worth visiting: identifiers and
-#: flags, and the context/operator leaves (`Load`, `Add`, `Eq`...) that name nothing
-_LEAF_FIELDS = frozenset(
-    {"ctx", "op", "ops", "id", "attr", "arg", "name", "asname", "module", "level", "kind", "type_comment", "is_async"}
-)
+#: fields whose values are never nodes with children worth visiting: the context and
+#: operator leaves (`Load`, `Add`, `Eq`...) that name nothing, and fields that hold a
+#: string or a number in every node that has them (`name` is not one: Python 3.12's
+#: `TypeAlias.name` is an `ast.Name`)
+_LEAF_FIELDS = frozenset({"ctx", "op", "ops", "id", "attr", "arg", "asname", "module", "level", "kind", "type_comment"})
 _CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
