@@ -334,3 +334,34 @@ def test_text_summary_lists_each_patch_engine_applier_and_counts(tmp_path):
         os.chdir(cwd)
     assert "  a.patch -> sglang 0.5.15.post1, patch (no recipe: GNU patch's defaults): 1 clean" in res.output
     assert "  b.patch -> sglang 0.5.15.post1, patch (no recipe: GNU patch's defaults): 1 failed" in res.output
+
+
+# another project's patch beside the engine's (slime ships megatron.patch next to its
+# SGLang patches): with only SGLang given and no recipe to say where it goes
+OTHER_PROJECT = """\
+diff --git a/megatron/core/parallel_state.py b/megatron/core/parallel_state.py
+--- a/megatron/core/parallel_state.py
++++ b/megatron/core/parallel_state.py
+@@ -1,3 +1,3 @@
+ import os
+-WORLD = 1
++WORLD = 2
+ RANK = 0
+"""
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_another_projects_patch_is_checked_without_the_engine(tmp_path, kind):
+    """No PA201 "does not exist" for each of its files: it names none of the engine's
+    packages, so it is checked in fragment mode, and the run says so once.  A patch of
+    the engine whose file moved still gets its PA201 (the test above and PA201's own)."""
+    engine = KINDS[kind](tmp_path, tree(BASE_V2))
+    res, out = check(tmp_path, OTHER_PROJECT, engine)
+    assert out == [], out
+    assert res.exit_code == 0
+    assert "1 patch whose files are in no engine given and whose paths name none of its packages" in res.stderr
+    assert "fix.patch" in res.stderr
+    moved = PATCH.replace("qwen_vl.py", "moved_vl.py")
+    res, out = check(tmp_path, moved, engine)
+    assert any(f["code"] == "PA201" and "does not exist" in f["message"] for f in out), out
+    assert "another project" not in res.stderr

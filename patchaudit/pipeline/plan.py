@@ -448,7 +448,18 @@ def engine_scope(plan: Plan, engines: Any) -> Scope:
     from patchaudit.engine.versions import Version, engine_versions
 
     out = Scope()
-    if plan.empty or engines is None:
+    if engines is None:
+        return out
+    if plan.empty:
+        # no recipe: each patch goes to the engine its paths match best (units/engines.py),
+        # except another project's patch, which is said here once
+        foreign = [p for p in plan.unnamed if _foreign_patch(p, engines)]
+        if foreign:
+            out.warnings.append(
+                f"{len(foreign)} patch{'es' if len(foreign) != 1 else ''} whose files are in no engine given and whose "
+                f"paths name none of its packages (another project's): checked without the engine "
+                f"({', '.join(plan.shown.get(p, p) for p in foreign[:3])}{', ...' if len(foreign) > 3 else ''})"
+            )
         return out
     given: dict[str, str | None] = {}
     for src, _ in engines.engines:
@@ -510,6 +521,18 @@ def engine_scope(plan: Plan, engines: Any) -> Scope:
             f"{name} {given[name] or '(no version)'}"
         )
     return out
+
+
+def _foreign_patch(path: str, engines: Any) -> bool:
+    """Whether the patch is another project's: `EngineSet.for_patch` gives it no engine."""
+    from patchaudit.files.reader import read_bytes
+    from patchaudit.inputs.patches import read_patch
+
+    try:
+        patch = read_patch(path, read_bytes(path, MAX_RECIPE_FILE * 64))
+        return any(s.raw_path for s in patch.sections) and engines.for_patch(patch) is None
+    except Exception:  # the per-file pass reports a patch it cannot read, or an engine failing on it
+        return False
 
 
 def _strict_engine(path: str, engines: Any, out: Scope) -> str | None:

@@ -253,7 +253,10 @@ class EngineSet:
 
     def for_patch(self, patch, only: str | None = None) -> EngineContext | None:
         """The engine a patch is checked against: the one its paths match best, or, with
-        `only` (the plan's engine name: pipeline/plan.py), that engine only."""
+        `only` (the plan's engine name: pipeline/plan.py), that engine only.  None when
+        the patch is another project's (`_foreign`): none of its files is in any engine
+        and its paths name none of the engines' packages (slime's `megatron.patch`
+        beside its SGLang patches, with only SGLang given)."""
         paths = [s.raw_path for s in patch.sections if s.raw_path and not s.is_binary]
         if not paths or not self.engines:
             return None
@@ -276,7 +279,21 @@ class EngineSet:
             key = (n, -k, cand[0], cand[1])
             if best is None or key > best:
                 best = key
-        if best is None:
+        if best is None or (best[0] == 0 and only is None and self._foreign(paths)):
             return None
         k = -best[1]
         return EngineContext(self.engines[k][0], best[2], best[3], self._index(k))
+
+    def _foreign(self, paths: list[str]) -> bool:
+        """Whether no component of `paths` is a top-level folder of any engine (its
+        package: `sglang` in a wheel; `python`, `sgl-kernel`... in a checkout).  A patch
+        whose files all moved, or that only creates files, still names the package."""
+        tops = self.__dict__.get("_tops")
+        if tops is None:
+            tops = self.__dict__["_tops"] = frozenset(
+                f.split("/", 1)[0]
+                for src, _ in self.engines
+                for f in src.files()
+                if "/" in f and not f.split("/", 1)[0].endswith((".dist-info", ".data", ".egg-info"))
+            )
+        return not any(part in tops for p in paths for part in p.replace("\\", "/").split("/"))
