@@ -452,8 +452,11 @@ def engine_scope(plan: Plan, engines: Any) -> Scope:
         return out
     if plan.empty:
         # no recipe: each patch goes to the engine its paths match best (units/engines.py),
-        # except another project's patch, which is said here once
+        # except another project's patch, left out here (the per-file pass does not ask
+        # the engines again) and said once
         foreign = [p for p in plan.unnamed if _foreign_patch(p, engines)]
+        for p in foreign:
+            out.entries[p] = ("skip", "another project's patch: its files are in no engine given")
         if foreign:
             out.warnings.append(
                 f"{len(foreign)} patch{'es' if len(foreign) != 1 else ''} whose files are in no engine given and whose "
