@@ -365,3 +365,8 @@ def test_another_projects_patch_is_checked_without_the_engine(tmp_path, kind):
     res, out = check(tmp_path, moved, engine)
     assert any(f["code"] == "PA201" and "does not exist" in f["message"] for f in out), out
     assert "another project" not in res.stderr
+    # an engine file written outside the tree is the engine's patch (PA305 says where it writes)
+    escapes = PATCH.replace("+++ b/python/sglang/srt/multimodal/processors/qwen_vl.py", "+++ b/../../etc/x.sh")
+    res, out = check(tmp_path, escapes, engine)
+    assert "another project" not in res.stderr
+    assert "PA305" in {f["code"] for f in out}, out

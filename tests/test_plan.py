@@ -198,3 +198,42 @@ def test_exact_mode_stacks_the_recipe_order_like_git_apply(tmp_path, monkeypatch
     )
     assert "PA201" not in out.stdout, out.output
     assert "sglang-b.patch -> sglang" in out.stdout and "1 clean" in out.stdout, out.stdout
+
+
+def test_alternatives_stack_in_the_recipe_order_like_git_apply(tmp_path, monkeypatch):
+    """slime's layout: the Dockerfile selects `latest/`, and the folder of the engine's version
+    holds the same names.  Those alternatives are applied by the same step in the same order:
+    exact mode checks sglang-b (P3, written on P1) with sglang-a applied, as `git apply` does
+    (alone, P3 does not apply: the false PA201 of a patch checked out of its set).  A name the
+    step does not list keeps no place; PA304 judges the folder in the recipe's order."""
+    repo = _repo(tmp_path, "oracle")
+    assert not _git_apply_ok(repo, P3)
+    assert _git_apply_ok(repo, P1) and _git_apply_ok(repo, P3)
+    order = DOCKERFILE.replace("sglang-b.patch sglang-a.patch", "sglang-a.patch sglang-b.patch")
+    tree = _tree(
+        tmp_path / "t",
+        {
+            "docker/Dockerfile": order,
+            "docker/patch/v0.5.15.post1/sglang-a.patch": P1,
+            "docker/patch/v0.5.15.post1/sglang-b.patch": P3,
+            "docker/patch/v0.5.15.post1/sglang-extra.patch": P2,
+        },
+    )
+    engine = _engine(tmp_path)
+    monkeypatch.chdir(tree)
+    got = json.loads(CliRunner().invoke(main, ["plan", "docker", "--format", "json"]).stdout)
+    places = {a["patch"]: a["position"] for a in got["alternatives"] if "v0.5.15.post1" in a["patch"]}
+    assert places == {
+        "docker/patch/v0.5.15.post1/sglang-a.patch": 0,
+        "docker/patch/v0.5.15.post1/sglang-b.patch": 1,
+        "docker/patch/v0.5.15.post1/sglang-extra.patch": 0,
+    }
+    args = ["check", "docker/Dockerfile", "docker/patch/v0.5.15.post1", "--no-cache", "--select", "PA201"]
+    out = CliRunner().invoke(main, [*args, "--engine", f"sglang={engine}"])
+    assert "v0.5.15.post1/sglang-b.patch -> sglang 0.5.15.post1, git apply: 1 clean" in out.stdout, out.output
+    assert "sglang-b.patch" not in "".join(line for line in out.stdout.splitlines(True) if "PA201" in line)
+    # PA304 on the alternatives: in the recipe's order they stack; reversed, the second fails
+    assert "PA304" not in CliRunner().invoke(main, ["check", "docker", "--no-cache", "--select", "PA304"]).stdout
+    (tree / "docker/Dockerfile").write_text(DOCKERFILE)
+    out = CliRunner().invoke(main, ["check", "docker", "--no-cache", "--select", "PA304"])
+    assert "v0.5.15.post1/sglang-a.patch" in out.stdout and "applied earlier by the recipe" in out.stdout, out.output

@@ -41,19 +41,22 @@ def _read_regular(path: str, limit: int) -> bytes | None:
 
 def _ordered_sets(paths: list[str], plan, errors: list) -> list[tuple[str, str, int, bool | str]]:
     """(path, set name, position, ordered) per patch: the sets and order the recipes give
-    (pipeline/plan.py: one set per checkout of a recipe, in the order applied: "recipe"), else a
+    (pipeline/plan.py `stacks`: one set per checkout of a recipe, in the order applied, and
+    its alternatives' sets per sibling folder: "recipe"), else a
     quilt `series` file's (True), else one set per folder in name order, which no
     build is known to follow (not ordered: PA304 then reports only patches that conflict
     in every order: False)."""
     out: list[tuple[str, str, int, bool | str]] = []
     placed: set[str] = set()
     wanted = {os.path.abspath(p): p for p in paths}
-    for pset in getattr(plan, "sets", None) or []:
-        for k, absolute in enumerate(pset.paths):
+    from patchaudit.pipeline.plan import stacks
+
+    for name, _, members in stacks(plan) if plan is not None else []:
+        for k, absolute in enumerate(members):
             p = wanted.get(absolute)
             if p is not None and absolute not in placed:
                 placed.add(absolute)
-                out.append((p, pset.set_id, k, "recipe"))
+                out.append((p, name, k, "recipe"))
     rest = [p for p in paths if os.path.abspath(p) not in placed]
     for p, set_name, pos in order_patch_set(rest, errors):
         out.append((p, set_name, pos, os.path.isfile(os.path.join(set_name, "series"))))

@@ -60,7 +60,8 @@ def run_check(paths: list[str], settings: Settings, progress: Any = None) -> Run
     # engine, in which order, with which command (pipeline/plan.py)
     plan = None
     if any(f.kind in (PATCH, "shell", "dockerfile") for f in files):
-        from patchaudit.pipeline.plan import build_plan, engine_scope, sed_warnings
+        from patchaudit.pipeline.plan import build_plan, sed_warnings
+        from patchaudit.pipeline.scope import engine_scope
 
         plan = build_plan(files, settings)
         result.errors.extend(plan.errors)

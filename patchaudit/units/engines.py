@@ -279,7 +279,10 @@ class EngineSet:
             key = (n, -k, cand[0], cand[1])
             if best is None or key > best:
                 best = key
-        if best is None or (best[0] == 0 and only is None and self._foreign(paths)):
+        # both sides of each file: a target that climbs out of the tree (PA305) still comes
+        # from the engine's package
+        sides = paths + [s.source_path for s in patch.sections if s.source_path and not s.is_binary]
+        if best is None or (best[0] == 0 and only is None and self._foreign(sides)):
             return None
         k = -best[1]
         return EngineContext(self.engines[k][0], best[2], best[3], self._index(k))
