@@ -1,6 +1,6 @@
-"""The default number of jobs follows the CPUs no other task wants when the scan starts; a
-number that was asked for (`--jobs`, `jobs =` in the configuration) is kept.  No timing:
-what the scheduler decides is read from `parallel.LAST_SCAN`."""
+"""The default number of jobs follows the CPUs no other task wants when the run starts (read
+once, before the pre-pass forks); a number that was asked for (`--jobs`, `jobs =` in the
+configuration) is kept.  No timing: what the scheduler decides is read from `parallel.LAST_SCAN`."""
 
 from __future__ import annotations
 
@@ -82,3 +82,43 @@ def test_idle_cpus_reads_the_kernel():
 
     got = parallel.idle_cpus()
     assert got is not None and 0.0 <= got <= len(os.sched_getaffinity(0))
+
+
+def test_idle_cpus_takes_the_fewest_runnable_of_its_readings(monkeypatch):
+    """A momentary task (one reading in three) does not take a CPU away; one runnable in
+    every reading does."""
+    monkeypatch.setattr(parallel, "default_jobs", lambda: 2)
+    monkeypatch.setattr(parallel, "IDLE_GAP", 0.0)
+    for readings, idle in (([2, 1, 2], 2.0), ([2, 2, 2], 1.0), ([1, 1, 1], 2.0), ([3, 3, 5], 0.0)):
+        it = iter(readings)
+        monkeypatch.setattr(parallel, "_runnable_tasks", lambda: next(it))
+        assert parallel.idle_cpus() == idle, readings
+    monkeypatch.setattr(parallel, "_runnable_tasks", lambda: None)
+    assert parallel.idle_cpus() is None
+
+
+@pytest.mark.skipif(not LINUX, reason="the pool forks on Linux only")
+def test_the_run_decides_its_jobs_once_before_the_pre_pass(tmp_path, monkeypatch):
+    """The whole-repository pre-pass and the scan use the number read when the run starts:
+    a reading taken after the pre-pass's workers (here: no CPU idle any more) is not asked."""
+    root = _tree(tmp_path / "t")
+    (root / "ds.py").write_text(
+        "def build(processor, image, prompt):\n"
+        "    return processor(text=prompt, images=image)['input_ids']\n"
+    )
+    (root / "send.py").write_text(
+        "import requests\nfrom ds import build\n\n"
+        "def send(processor, image, prompt):\n"
+        "    ids = build(processor, image, prompt)\n"
+        "    return requests.post('http://e/generate', json={'input_ids': ids, 'image_data': image})\n"
+    )
+    readings = iter([2.0, 0.0, 0.0, 0.0])
+    asked = []
+    monkeypatch.chdir(root)
+    monkeypatch.setattr(parallel, "POOL_MIN_BYTES", 0)
+    monkeypatch.setattr(parallel, "default_jobs", lambda: 2)
+    monkeypatch.setattr(parallel, "idle_cpus", lambda: asked.append(1) or next(readings))
+    res = run_check(["."], Settings(select=["PA101", "PA102"], cache=False))
+    assert len(asked) == 1
+    assert parallel.LAST_SCAN["jobs"] == 2 and parallel.LAST_SCAN["pool"]
+    assert {f.code for f in res.findings} == {"PA101", "PA102"}, res.findings

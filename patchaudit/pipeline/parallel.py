@@ -21,8 +21,9 @@ The pool starts only once the heavy bytes seen pass `POOL_MIN_BYTES` (at the
 messaging cost more than they save), except on a cold scan of a large tree
 where forked workers start before the first file is read and import libcst
 while this process reads (`_eager_pool`).  When nobody gave the number of jobs,
-it is fitted to the CPUs no other task wants when the scan starts
-(`adapted_jobs`: /proc/loadavg's runnable tasks, an instant reading).  With workers, a rule's own filter
+it is fitted to the CPUs no other task wants when the run starts
+(`adapted_jobs`: /proc/loadavg's runnable tasks, the fewest of three readings; the
+runner decides once, before the whole-repository pre-pass forks its workers).  With workers, a rule's own filter
 (`can_match`: the dataflow rules parse with `ast`) runs in the worker, not
 here.  At most `WINDOW` tasks per worker are in
 flight, so memory stays bounded however large the tree: a worker parses one
@@ -116,14 +117,27 @@ def _runnable_tasks() -> int | None:
         return None
 
 
+#: readings of /proc/loadavg `idle_cpus` takes, `IDLE_GAP` seconds apart: a task that
+#: keeps a CPU busy is runnable in each, a momentary one (a thread waking up, a process
+#: exiting) seldom twice (on an idle machine of two cores, ~0.5% of single readings
+#: counted one task too many)
+IDLE_READINGS = 3
+IDLE_GAP = 0.001
+
+
 def idle_cpus() -> float | None:
     """How many of this process's CPUs no other task wants now: the CPUs less the other
-    runnable tasks (an instant reading, no waiting); None where the platform does not say
-    (then all are counted)."""
-    running = _runnable_tasks()
-    if running is None:
-        return None
-    return float(max(0, default_jobs() - max(0, running - 1)))
+    runnable tasks (the fewest of `IDLE_READINGS` readings, ~2 ms); None where the platform
+    does not say (then all are counted)."""
+    readings = []
+    for k in range(IDLE_READINGS):
+        if k:
+            time.sleep(IDLE_GAP)
+        got = _runnable_tasks()
+        if got is None:
+            return None
+        readings.append(got)
+    return float(max(0, default_jobs() - max(0, min(readings) - 1)))
 
 
 def adapted_jobs(jobs: int) -> int:

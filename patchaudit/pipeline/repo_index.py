@@ -109,9 +109,12 @@ def _python_files(paths: list[str], files: list, settings) -> list[tuple[str, st
     return out
 
 
-def prepare_repo(paths: list[str], files: list, settings, metas: list, cache_root: Any) -> list:
+def prepare_repo(
+    paths: list[str], files: list, settings, metas: list, cache_root: Any, jobs: int | None = None
+) -> list:
     """Run the pre-pass for every selected `repository` rule (see the module docstring);
-    the metas to scan with."""
+    the metas to scan with.  `jobs`: the workers the gates and the levels may use (the
+    run's, decided once: `parallel.scan_jobs`)."""
     repo_metas = [m for m in metas if "python" in m.kinds and _is_repository(m)]
     if not repo_metas:
         return metas
@@ -130,7 +133,7 @@ def prepare_repo(paths: list[str], files: list, settings, metas: list, cache_roo
         rule = _LazyRule(meta)  # imported only for files the cache does not answer
         cache = _cache(settings, meta.code, cache_root)
         others = [m for m in metas if m is not meta and "python" in m.kinds]
-        view = _build(rule, pyfiles, settings, cache, others)
+        view = _build(rule, pyfiles, settings, cache, others, jobs)
         repos[meta.code] = view
         words = _repo_words(rule, view, settings, cache)
         if cache is not None:
@@ -217,7 +220,7 @@ def _cache(settings, code: str, cache_root: Any):
     return ResultCache(cache_root, key)
 
 
-def _build(rule, pyfiles: list[tuple[str, str]], settings, cache, others: list) -> RepoView:
+def _build(rule, pyfiles: list[tuple[str, str]], settings, cache, others: list, jobs: int | None = None) -> RepoView:
     index = RepoIndex()
     entries: dict[str, Entry] = {}
     fresh: dict[str, bytes] = {}  # the files read in this run (new or changed)
@@ -229,9 +232,10 @@ def _build(rule, pyfiles: list[tuple[str, str]], settings, cache, others: list) 
         if top:
             index.first_party.add(top)
         found.append((key, root, entry(rule, path, key, settings, cache, fresh)))
-    from patchaudit.pipeline.parallel import scan_jobs
+    if jobs is None:
+        from patchaudit.pipeline.parallel import scan_jobs
 
-    jobs = scan_jobs(settings)  # the workers the gates and the levels may use
+        jobs = scan_jobs(settings)  # the workers the gates and the levels may use
     gated = gate_all(rule, [g for _, _, g in found if isinstance(g, Gate)], settings, cache, jobs)
     for key, root, got in found:
         e = gated[key] if isinstance(got, Gate) else got

@@ -35,7 +35,7 @@ def run_check(paths: list[str], settings: Settings, progress: Any = None) -> Run
     from patchaudit.config.registry import rule_index, select_codes
     from patchaudit.inputs.discover import discover
     from patchaudit.pipeline.cache import ResultCache, cache_root, ensure_root
-    from patchaudit.pipeline.parallel import scan
+    from patchaudit.pipeline.parallel import scan, scan_jobs
 
     root = cache_root(settings) if settings.cache else None
     if root is not None and not ensure_root(root):
@@ -47,10 +47,13 @@ def run_check(paths: list[str], settings: Settings, progress: Any = None) -> Run
         raise RunError(f"unknown rule code or prefix {exc.args[0]!r} (see `patchaudit rules`)") from None
     metas = [index[c] for c in codes]
     files, errors = discover(paths, settings.exclude)
+    # the workers are decided once, before this run forks any: a reading of the idle CPUs
+    # taken later could count the pre-pass's own workers as they exit
+    jobs = scan_jobs(settings)
     if settings.whole_repository and any(f.kind == "python" for f in files):  # PA102's summaries
         from patchaudit.pipeline.repo_index import prepare_repo
 
-        metas = prepare_repo(paths, files, settings, metas, root)
+        metas = prepare_repo(paths, files, settings, metas, root, jobs)
     engines = open_engines(settings)
     tokenizer = load_tokenizer(settings)
     # values of the configuration refused (a limit above its hard cap): errors of the run
@@ -71,7 +74,7 @@ def run_check(paths: list[str], settings: Settings, progress: Any = None) -> Run
     # after the plan: in exact mode the key covers each patch's scope (pipeline/exact_cache.py)
     cache = ResultCache.for_run(settings, codes, engines) if root is not None else None
     done = (lambda: progress(len(files))) if progress is not None else None
-    for fr, hit in scan(files, settings, metas, engines, tokenizer, cache, on_done=done):
+    for fr, hit in scan(files, settings, metas, engines, tokenizer, cache, jobs=jobs, on_done=done):
         result.findings.extend(fr.findings)
         result.errors.extend(fr.errors)
         result.parsed += 0 if hit else fr.parsed  # a cached result was parsed by an earlier run
