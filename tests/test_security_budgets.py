@@ -646,3 +646,47 @@ def test_pa304_stops_comparing_past_its_limit_and_says_so(tmp_path, monkeypatch)
     assert [os.path.basename(f.path) for f in limit] == ["0003-p.patch"]
     # the later patches are still compared with the first three
     assert {os.path.basename(f.path) for f in res.findings} == {f"{i:04}-p.patch" for i in range(1, 6)}
+
+
+@pytest.mark.skipif(not LINUX, reason="the pool forks on Linux only")
+def test_a_module_over_the_time_budget_in_the_pre_pass_is_reported_not_done_again(tmp_path, monkeypatch):
+    """The whole-repository pre-pass's workers have the scan's time budget: a summary that
+    runs over it is stopped, the module exports nothing, the run says so and goes on (the
+    module is not summarised again in this process, nor cached)."""
+    from patchaudit.pipeline import repo_index
+
+    root = tmp_path / "t"
+    root.mkdir()
+    (root / "pyproject.toml").write_text("[tool.patchaudit]\n")
+    source = "def build(processor, image, prompt):\n    return processor(text=prompt, images=image)['input_ids']\n"
+    (root / "ds.py").write_text(source)
+    (root / "ds2.py").write_text(source.replace("build", "build2"))
+    (root / "send.py").write_text(
+        "import requests\nfrom ds import build\nfrom ds2 import build2\n\n"
+        "def send(processor, image, prompt):\n"
+        "    ids = build(processor, image, prompt)\n"
+        "    return requests.post('http://e/generate', json={'input_ids': ids, 'image_data': image})\n\n"
+        "def send2(processor, image, prompt):\n"
+        "    ids = build2(processor, image, prompt)\n"
+        "    return requests.post('http://e/generate', json={'input_ids': ids, 'image_data': image})\n"
+    )
+    main_pid = os.getpid()
+    real = repo_index._summarise
+
+    def slow(rule, key, e, view, settings):
+        if key.endswith("/ds.py") and os.getpid() != main_pid:
+            time.sleep(60)
+        return real(rule, key, e, view, settings)
+
+    monkeypatch.chdir(root)
+    monkeypatch.setattr(repo_index, "LEVEL_MIN_BYTES", 0)
+    monkeypatch.setattr(parallel, "FILE_TIME_BUDGET", 1.0, raising=False)
+    monkeypatch.setattr(repo_index, "_summarise", slow)
+    res = run_check(["."], Settings(select=["PA102"], jobs=2, cache=False))
+    errs = [e for e in res.errors if os.path.basename(e.path) == "ds.py"]
+    assert len(errs) == 1 and "time budget" in errs[0].message and "whole-repository" in errs[0].message, res.errors
+    lines = sorted(f.line for f in res.findings if f.path.endswith("send.py"))
+    assert lines == [11], res.findings  # send2's flow through ds2; send's through ds is not followed
+    monkeypatch.setattr(repo_index, "_summarise", real)
+    res = run_check(["."], Settings(select=["PA102"], jobs=2, cache=False))
+    assert sorted(f.line for f in res.findings if f.path.endswith("send.py")) == [7, 11] and not res.errors

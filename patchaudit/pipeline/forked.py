@@ -13,7 +13,11 @@ from __future__ import annotations
 import os
 from typing import Any, Callable
 
-__all__ = ["inherited", "run_forked"]
+__all__ = ["OVER_BUDGET", "inherited", "run_forked"]
+
+#: the result of a task that ran longer than the `budget` given to `run_forked`: the
+#: worker stopped it (the caller reports it; it does not do it again itself)
+OVER_BUDGET = "over the time budget"
 
 #: what the workers of the current `run_forked` inherit: set just before the fork
 _INHERITED: dict[str, Any] = {}
@@ -24,11 +28,40 @@ def inherited(name: str) -> Any:
     return _INHERITED[name]
 
 
-def run_forked(fn: Callable[[Any], Any], tasks: list, settings, jobs: int, **inherit: Any) -> list:
+class _OverBudget(BaseException):
+    """Raised in a worker by its timer (a BaseException: no `except Exception` of a rule
+    keeps the task running)."""
+
+
+def _timed(fn: Callable[[Any], Any], budget: float, task: Any) -> Any:
+    """`fn(task)` in a worker, stopped after `budget` seconds (SIGALRM: it fires once the
+    native parser, if that is where the time goes, returns to Python)."""
+    import signal
+
+    def fire(signum: int, frame: Any) -> None:
+        raise _OverBudget()
+
+    old = signal.signal(signal.SIGALRM, fire)
+    try:
+        try:
+            signal.setitimer(signal.ITIMER_REAL, budget)
+            return fn(task)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    except _OverBudget:
+        return OVER_BUDGET
+    finally:
+        signal.signal(signal.SIGALRM, old)
+
+
+def run_forked(
+    fn: Callable[[Any], Any], tasks: list, settings, jobs: int, budget: float | None = None, **inherit: Any
+) -> list:
     """`fn(task)` for every task, in at most `jobs` forked workers that inherit `inherit`
     (and `settings`), read back with `inherited`: a list in the order of `tasks`, None
     where a worker failed (it died, ran out of memory) or where this platform cannot
-    fork.  The caller does those itself."""
+    fork (the caller does those itself), `OVER_BUDGET` where a task ran longer than
+    `budget` seconds (the per-file time budget of SECURITY.md, promise 7)."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
@@ -45,7 +78,10 @@ def run_forked(fn: Callable[[Any], Any], tasks: list, settings, jobs: int, **inh
             initializer=harden_worker,
             initargs=(settings, os.getpid()),
         ) as pool:
-            futures = [pool.submit(fn, t) for t in tasks]
+            if budget is not None:
+                futures = [pool.submit(_timed, fn, budget, t) for t in tasks]
+            else:
+                futures = [pool.submit(fn, t) for t in tasks]
             for i, f in enumerate(futures):
                 try:
                     out[i] = f.result()

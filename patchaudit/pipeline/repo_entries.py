@@ -39,6 +39,9 @@ class Entry:
     text_digest: bytes | None = None
     text: str | None = None  # this run only (not cached)
     parsed: Any = None  # this run only: (libcst module, positions), kept between rounds
+    #: this run only: its summary ran over the time budget in a worker (an empty summary,
+    #: never cached, not tried again)
+    over_budget: bool = False
 
 
 def stat_key(path: str) -> bytes | None:

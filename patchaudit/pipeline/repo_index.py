@@ -56,6 +56,7 @@ from typing import Any, cast
 
 from patchaudit.analysis.repo_index import ModuleFacts, RepoIndex, module_name
 from patchaudit.analysis.repo_summaries import ModuleSummary, RepoView, norm_path
+from patchaudit.pipeline.forked import OVER_BUDGET
 from patchaudit.pipeline.repo_entries import Entry, Gate, entry, gate_all
 
 #: rounds of the fixed point over the repository
@@ -110,11 +111,12 @@ def _python_files(paths: list[str], files: list, settings) -> list[tuple[str, st
 
 
 def prepare_repo(
-    paths: list[str], files: list, settings, metas: list, cache_root: Any, jobs: int | None = None
+    paths: list[str], files: list, settings, metas: list, cache_root: Any, jobs: int | None = None, errors=None
 ) -> list:
     """Run the pre-pass for every selected `repository` rule (see the module docstring);
     the metas to scan with.  `jobs`: the workers the gates and the levels may use (the
-    run's, decided once: `parallel.scan_jobs`)."""
+    run's, decided once: `parallel.scan_jobs`); `errors`, if given, gets the run's errors
+    of the pre-pass (a module whose summary ran over the time budget)."""
     repo_metas = [m for m in metas if "python" in m.kinds and _is_repository(m)]
     if not repo_metas:
         return metas
@@ -133,7 +135,7 @@ def prepare_repo(
         rule = _LazyRule(meta)  # imported only for files the cache does not answer
         cache = _cache(settings, meta.code, cache_root)
         others = [m for m in metas if m is not meta and "python" in m.kinds]
-        view = _build(rule, pyfiles, settings, cache, others, jobs)
+        view = _build(rule, pyfiles, settings, cache, others, jobs, errors)
         repos[meta.code] = view
         words = _repo_words(rule, view, settings, cache)
         if cache is not None:
@@ -220,7 +222,9 @@ def _cache(settings, code: str, cache_root: Any):
     return ResultCache(cache_root, key)
 
 
-def _build(rule, pyfiles: list[tuple[str, str]], settings, cache, others: list, jobs: int | None = None) -> RepoView:
+def _build(
+    rule, pyfiles: list[tuple[str, str]], settings, cache, others: list, jobs: int | None = None, errors=None
+) -> RepoView:
     index = RepoIndex()
     entries: dict[str, Entry] = {}
     fresh: dict[str, bytes] = {}  # the files read in this run (new or changed)
@@ -256,13 +260,17 @@ def _build(rule, pyfiles: list[tuple[str, str]], settings, cache, others: list, 
             for key in level:
                 e = entries[key]
                 dep = view.dependency_key(key)
-                if e.summary is None or e.dep != dep:
+                if (e.summary is None or e.dep != dep) and not e.over_budget:
                     todo.append((key, dep))
             if not todo:
                 continue
             done = _summarise_level(rule, [k for k, _ in todo], entries, view, settings, jobs)
-            for (key, dep), (new, reports, digest) in zip(todo, done):
+            for (key, dep), got in zip(todo, done):
                 e = entries[key]
+                if got == OVER_BUDGET:  # (a string: it comes back pickled)
+                    _over_budget(key, e, view, errors)
+                    continue
+                new, reports, digest = got
                 e.reports, e.text_digest = reports, digest
                 old_key = e.summary.key() if e.summary is not None else None
                 e.summary, e.dep = new, dep
@@ -282,6 +290,26 @@ def _build(rule, pyfiles: list[tuple[str, str]], settings, cache, others: list, 
         if e.reports is not None and e.text_digest is not None and e.dep == view.dependency_key(key):
             view.reports[key] = (e.text_digest, e.reports)
     return view
+
+
+def _over_budget(key: str, e: Entry, view: RepoView, errors: list | None) -> None:
+    """A module whose summary ran over the per-file time budget in a worker: it exports
+    nothing (its own findings are left to the scan, which has the same budget), the run
+    says so, and neither the cache nor a later round keeps or retries it."""
+    from patchaudit.model.findings import FileError
+    from patchaudit.pipeline.parallel import FILE_TIME_BUDGET
+
+    e.over_budget, e.summary, e.reports, e.parsed = True, ModuleSummary(key), None, None
+    view.put(e.summary)
+    if errors is not None:
+        errors.append(
+            FileError(
+                key,
+                f"the whole-repository summary took longer than {FILE_TIME_BUDGET:g} s (the per-file "
+                f"time budget): its worker process stopped it; what this module exports is not "
+                f"followed into the other modules",
+            )
+        )
 
 
 def _parsed_again(others: list, text: str) -> bool:
@@ -381,7 +409,11 @@ def _summarise_level(rule, keys: list[str], entries: dict[str, Entry], view: Rep
         from patchaudit.pipeline.forked import run_forked
 
         rule.summarise  # noqa: B018 - import the rule (and libcst) before forking
-        out = run_forked(_summarise_in_worker, keys, settings, jobs, rule=rule, entries=entries, view=view)
+        from patchaudit.pipeline.parallel import FILE_TIME_BUDGET
+
+        out = run_forked(
+            _summarise_in_worker, keys, settings, jobs, FILE_TIME_BUDGET, rule=rule, entries=entries, view=view
+        )
     for i, key in enumerate(keys):
         if out[i] is None:
             e = entries[key]

@@ -53,7 +53,7 @@ def run_check(paths: list[str], settings: Settings, progress: Any = None) -> Run
     if settings.whole_repository and any(f.kind == "python" for f in files):  # PA102's summaries
         from patchaudit.pipeline.repo_index import prepare_repo
 
-        metas = prepare_repo(paths, files, settings, metas, root, jobs)
+        metas = prepare_repo(paths, files, settings, metas, root, jobs, errors)
     engines = open_engines(settings)
     tokenizer = load_tokenizer(settings)
     # values of the configuration refused (a limit above its hard cap): errors of the run
