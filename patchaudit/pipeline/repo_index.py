@@ -402,18 +402,29 @@ def _worth_workers(keys: list[str], entries: dict[str, Entry]) -> bool:
 def _summarise_level(rule, keys: list[str], entries: dict[str, Entry], view: RepoView, settings, jobs: int) -> list:
     """(summary, reports, text digest) of each module of `keys` under `view`: in this
     process, or in forked workers (hardened as the scan's: pipeline/parallel.py) when the
-    level is worth it.  A module whose worker failed (it died, ran out of memory) is
-    summarised here, as it would have been with one job."""
+    level is worth it: the largest modules first (a worker that takes the largest last
+    leaves the others waiting at the level's end; size is what libcst's time follows).
+    A module whose worker failed (it died, ran out of memory) is summarised here, as it
+    would have been with one job."""
     out: list = [None] * len(keys)
     if jobs > 1 and _worth_workers(keys, entries):
         from patchaudit.pipeline.forked import run_forked
-
-        rule.summarise  # noqa: B018 - import the rule (and libcst) before forking
         from patchaudit.pipeline.parallel import FILE_TIME_BUDGET
 
-        out = run_forked(
-            _summarise_in_worker, keys, settings, jobs, FILE_TIME_BUDGET, rule=rule, entries=entries, view=view
+        rule.summarise  # noqa: B018 - import the rule (and libcst) before forking
+        order = sorted(range(len(keys)), key=lambda i: -_size(keys[i], entries[keys[i]]))
+        got = run_forked(
+            _summarise_in_worker,
+            [keys[i] for i in order],
+            settings,
+            jobs,
+            FILE_TIME_BUDGET,
+            rule=rule,
+            entries=entries,
+            view=view,
         )
+        for i, r in zip(order, got):
+            out[i] = r
     for i, key in enumerate(keys):
         if out[i] is None:
             e = entries[key]
