@@ -295,7 +295,8 @@ def norm_path(path: str) -> str:
 
 
 def run_repo(settings: Any, code: str) -> RepoView | None:
-    """The run's `RepoView` for rule `code` (set by the pipeline on the settings as `repo`)."""
+    """The run's `RepoView` for rule `code` (`Settings.repo`, set by the pre-pass; any object
+    without it, a rule test's settings, has none)."""
     repos = getattr(settings, "repo", None)
     repo = repos.get(code) if isinstance(repos, dict) else None
     return repo if isinstance(repo, RepoView) else None

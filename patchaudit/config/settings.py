@@ -104,6 +104,10 @@ class Settings:
     #: exact mode, per patch (absolute path): the plan's word (pipeline/plan.py `scope`):
     #: ("engine", NAME, Applier) or ("skip", why); set by run_check when engines are given
     patch_scope: dict = field(default_factory=dict)
+    #: the whole-repository pre-pass's view per repository rule (`{"PA102": RepoView}`), set
+    #: for the run by pipeline/repo_index.py `prepare_repo`; not part of the cache's run key
+    #: (each file's key covers what it sees of the view: pipeline/parallel.py `_repo_key`)
+    repo: dict = field(default_factory=dict)
     #: engine package names whose attributes count as monkey-patch targets
     engine_packages: list[str] = field(default_factory=lambda: ["sglang", "vllm", "megatron"])
     max_file_size: int = 64 * 1024 * 1024

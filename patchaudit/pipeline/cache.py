@@ -72,6 +72,7 @@ MAX_STORES = 16
 SHARDS = 64
 #: Settings fields that do not change a file's result
 _NOT_IN_KEY = {
+    "repo",
     "jobs",
     "jobs_forced",
     "cache",

@@ -538,7 +538,7 @@ def _repo_key(settings, src, data: bytes) -> bytes:
     """What a Python file sees of the repository's summaries (pipeline/repo_index.py), as
     a digest for the per-file result cache (b"" when the run has no pre-pass): a file is
     re-analysed exactly when a summary it can see changed."""
-    repos = getattr(settings, "repo", None)
+    repos = settings.repo
     if src.kind != "python" or not repos:
         return b""
     return b"".join(repos[c].text_key(data) for c in sorted(repos))

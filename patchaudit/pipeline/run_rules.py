@@ -151,7 +151,7 @@ def _precomputed(unit, active: list, settings: Settings) -> list[Finding]:
     """The findings of the `repository` rules the whole-repository pre-pass already made on
     this module (pipeline/repo_index.py); those rules are taken out of `active`."""
     out: list[Finding] = []
-    if not getattr(settings, "repo", None) or unit.mode != "file":
+    if not settings.repo or unit.mode != "file":
         return out
     from patchaudit.analysis.repo_summaries import run_repo
 
