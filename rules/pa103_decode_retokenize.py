@@ -811,7 +811,7 @@ class DecodeRetokenize(Rule):
     def leave_Module(self, original_node: cst.Module) -> None:
         check_options(self.context.options, DEFAULTS)
         position = lambda n: self.get_metadata(PositionProvider, n)  # noqa: E731
-        text = getattr(self.unit, "text", "") or ""
+        text = self.unit_text
         spec = RetokenizeSpec(self.opts, original_node, position, VERB_NAMES, text)
         hits = analyse(original_node, spec, position)
         for h in one_per_flow(hits):

@@ -403,7 +403,7 @@ class ConversationResentAsText(Rule):
 
     def leave_Module(self, original_node: cst.Module) -> None:
         check_options(self.context.options, DEFAULTS)
-        text = getattr(self.unit, "text", "") or ""
+        text = self.unit_text
         lay = parse_layout(text)
         if lay is None or not lay.loops:
             return

@@ -306,7 +306,7 @@ class ResumeDropsPartialResponse(Rule):
 
     def leave_Module(self, original_node: cst.Module) -> None:
         check_options(self.context.options, DEFAULTS)
-        text = getattr(self.unit, "text", "") or ""
+        text = self.unit_text
         tree = pyast.parse(text)
         if not isinstance(tree, ast.Module):
             return

@@ -185,6 +185,12 @@ class Rule(_VisitorBase):  # type: ignore[misc,valid-type]
         self.set_reports: list[tuple[Any, Report, tuple[tuple[str, int, str], ...]]] = []
         self.crash: BaseException | None = None
 
+    @property
+    def unit_text(self) -> str:
+        """The text of the unit the rule runs on ("" for a rule run without one: the patch-set
+        rules, a rule's own test harness)."""
+        return getattr(self.unit, "text", "") or ""
+
     def get_visitors(self):  # libcst's batching hook: isolate a crashing rule
         methods = {name: getattr(self, name) for name in _visitor_names(type(self))}
 
