@@ -268,6 +268,7 @@ def _build(
             for (key, dep), got in zip(todo, done):
                 e = entries[key]
                 if got == OVER_BUDGET:  # (a string: it comes back pickled)
+                    changed = changed or bool(e.summary is not None and e.summary.key() != ModuleSummary(key).key())
                     _over_budget(key, e, view, errors)
                     continue
                 new, reports, digest = got
