@@ -30,6 +30,7 @@ from typing import Any, Callable, Iterable
 
 from patchaudit.inputs import pyast
 from patchaudit.inputs.astnames import ANY_CALL, dotted
+from patchaudit.inputs.textmemo import TextMemo
 
 #: facts of the last few texts (Triage and the runner ask about the same text in turn)
 _CACHE: dict[str, "Facts | None"] = {}
@@ -340,15 +341,19 @@ def facts(text: str) -> Facts | None:
         return _PINNED[text]
     if text in _CACHE:
         return _CACHE[text]
-    tree = parse(text)
-    try:
-        got: Facts | None = Facts(text, tree) if tree is not None else None
-    except RecursionError:
-        got = None
+    got = _read_facts(text)
     if len(_CACHE) >= _CACHE_SIZE:
         _CACHE.pop(next(iter(_CACHE)))
     _CACHE[text] = got
     return got
+
+
+def _read_facts(text: str) -> Facts | None:
+    tree = parse(text)
+    try:
+        return Facts(text, tree) if tree is not None else None
+    except RecursionError:
+        return None
 
 
 def some_word_may_match(words: set[str], patterns: list[str]) -> bool:
@@ -442,8 +447,7 @@ _FUNCTIONS: dict[str, list[FunctionFacts]] = {}
 # the run (a few hundred kB of names per MB of source), so the scan parses it no more.
 # The pre-pass's forked workers send theirs back (`pinned`, `adopt`), and the scan's
 # workers, forked later, inherit them.
-_PINNED: dict[str, "Facts | None"] = {}
-_PINNED_SIZE = [0]
+_PINNED = TextMemo()
 #: characters of text whose facts are kept for the run, at most
 PIN_CHARS = 64 * 1024 * 1024
 
@@ -451,24 +455,13 @@ PIN_CHARS = 64 * 1024 * 1024
 def _pin(text: str) -> None:
     """Keep the text's facts for the run (read from its tree, which `functions` just
     parsed: `parse` remembers it)."""
-    if text in _PINNED or _PINNED_SIZE[0] + len(text) > PIN_CHARS:
-        return
-    if text in _CACHE:
-        got = _CACHE[text]
-    else:
-        tree = parse(text)
-        try:
-            got = Facts(text, tree) if tree is not None else None
-        except RecursionError:
-            got = None
-    _PINNED[text] = got
-    _PINNED_SIZE[0] += len(text)
+    if _PINNED.room(text, PIN_CHARS):
+        _PINNED.keep(text, _CACHE[text] if text in _CACHE else _read_facts(text), PIN_CHARS)
 
 
 def clear_pins() -> None:
     """Forget the kept facts (a new run: the whole-repository pre-pass starts)."""
     _PINNED.clear()
-    _PINNED_SIZE[0] = 0
 
 
 def pinned(text: str) -> "Facts | None | bool":
@@ -480,12 +473,8 @@ def pinned(text: str) -> "Facts | None | bool":
 
 def adopt(text: str, got: "Facts | None") -> None:
     """Keep facts another process computed for `text` (`pinned` there)."""
-    if text in _PINNED or _PINNED_SIZE[0] + len(text) > PIN_CHARS:
-        return
-    if got is not None:
+    if _PINNED.keep(text, got, PIN_CHARS) and got is not None:
         got.text = text
-    _PINNED[text] = got
-    _PINNED_SIZE[0] += len(text)
 
 
 _TREES: dict[str, "ast.Module | None"] = {}

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from patchaudit.inputs.textmemo import TextMemo
 from patchaudit.model.findings import Finding, Report, Severity, Target, TraceStep
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -188,23 +189,18 @@ class PythonUnit(Unit):
 # hands its tree over (libcst, not the text, is the cost: ~0.4 MB/s).  A module is
 # taken once (`PythonUnit.parse`); a libcst tree is immutable, so the rules see what
 # they would have parsed.  Bounded by the texts' size; a new run starts empty.
-_HANDED: dict[str, Any] = {}
-_HANDED_SIZE = [0]
+_HANDED = TextMemo()
 #: characters of text whose parsed modules may wait for the scan (~100 bytes a character)
 HAND_OVER_CHARS = 2 * 1024 * 1024
 
 
 def hand_over(text: str, module: Any) -> None:
     """Keep `module` (libcst's parse of `text`) for the scan's unit of the same text."""
-    if text in _HANDED or _HANDED_SIZE[0] + len(text) > HAND_OVER_CHARS:
-        return
-    _HANDED[text] = module
-    _HANDED_SIZE[0] += len(text)
+    _HANDED.keep(text, module, HAND_OVER_CHARS)
 
 
 def clear_handed() -> None:
     _HANDED.clear()
-    _HANDED_SIZE[0] = 0
 
 
 def _symbol_ranges(module) -> list[tuple[int, int, str]]:

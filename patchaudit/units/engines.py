@@ -8,6 +8,7 @@ path prefix, symbol index, call resolution for the rules).
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any
 
@@ -291,12 +292,15 @@ class EngineSet:
         """Whether no component of `paths` is a top-level folder of any engine (its
         package: `sglang` in a wheel; `python`, `sgl-kernel`... in a checkout).  A patch
         whose files all moved, or that only creates files, still names the package."""
-        tops = self.__dict__.get("_tops")
-        if tops is None:
-            tops = self.__dict__["_tops"] = frozenset(
-                f.split("/", 1)[0]
-                for src, _ in self.engines
-                for f in src.files()
-                if "/" in f and not f.split("/", 1)[0].endswith((".dist-info", ".data", ".egg-info"))
-            )
+        tops = self._tops
         return not any(part in tops for p in paths for part in p.replace("\\", "/").split("/"))
+
+    @functools.cached_property
+    def _tops(self) -> frozenset[str]:
+        """The engines' top-level folders (their metadata folders left out)."""
+        return frozenset(
+            f.split("/", 1)[0]
+            for src, _ in self.engines
+            for f in src.files()
+            if "/" in f and not f.split("/", 1)[0].endswith((".dist-info", ".data", ".egg-info"))
+        )
