@@ -160,7 +160,8 @@ def _run(paths: list[str], settings: Settings, opts: dict[str, Any], stdin: bool
 
         progress = FileProgress()
         try:
-            result = run_check(paths, settings, progress=progress)
+            # --fix and --diff re-check in memory with the run's settings: never a replay
+            result = run_check(paths, settings, progress=progress, replay=not wants_fixes(opts, stdin))
         finally:
             progress.close()
     # a refused cache location: an error naming the file (and key), exit 2; the scan ran

@@ -40,6 +40,8 @@ import stat
 from collections.abc import Callable, Iterator
 from typing import IO
 
+from patchaudit.files.observe import note
+
 #: the default bound of one read (the `max-file-size` setting's default)
 DEFAULT_LIMIT = 64 * 1024 * 1024
 
@@ -92,6 +94,7 @@ def _os_reason(path: str, exc: OSError) -> str:
 def check_regular(path: str, root: str | None = None) -> os.stat_result:
     """The `stat` of `path` if it may be read: a regular file (after symlinks),
     inside `root` when one is given.  Raises `ReadError` otherwise."""
+    note(path)  # an observed run depends on it, read or refused (files/observe.py)
     try:
         st = os.stat(path)
     except OSError as exc:

@@ -29,7 +29,9 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from patchaudit.files.observe import note
 from patchaudit.files.reader import ReadError, check_regular, open_regular, read_bytes
+from patchaudit.inputs.pattern_safety import safe_for_backtracking
 from patchaudit.model.findings import FileError
 
 #: a .gitignore larger than this is refused (git itself refuses 100 MB ones; real ones are a few KB)
@@ -133,65 +135,6 @@ def _re2_available() -> bool:
     return _HAVE_RE2
 
 
-#: the Python backend: at most this many wildcards crossing folders (`**`, and the implicit
-#: leading one of a pattern without a slash), this many `*` in one segment, and in all
-MAX_DEEP_WILDCARDS, MAX_SEGMENT_WILDCARDS, MAX_WILDCARDS = 2, 3, 5
-
-
-def _wildcards(pattern: str) -> tuple[int, int, int]:
-    """(folder-crossing wildcards, most `*` runs in one segment, all) of a gitignore pattern."""
-    body = pattern[1:] if pattern.startswith("!") else pattern
-    body = body.rstrip("/") if body.rstrip("/") else body
-    segments: list[list[str]] = [[]]
-    i = 0
-    while i < len(body):
-        c = body[i]
-        if c == "\\":
-            segments[-1].append("x")
-            i += 2
-            continue
-        if c == "[":  # a class: its `*` are literal
-            j = body.find("]", i + 2)
-            if j > 0:
-                segments[-1].append("x")
-                i = j + 1
-                continue
-        if c == "/":
-            segments.append([])
-        else:
-            segments[-1].append(c)
-        i += 1
-    deep = 0
-    most = total_segment = 0
-    for seg in segments:
-        text = "".join(seg)
-        if text and set(text) == {"*"} and len(text) >= 2:
-            deep += 1
-            continue
-        runs = sum(1 for k, ch in enumerate(text) if ch == "*" and (k == 0 or text[k - 1] != "*"))
-        most = max(most, runs)
-        total_segment += runs
-    anchored = "/" in body
-    if not anchored and not body.startswith("**"):
-        deep += 1  # pathspec matches it in any folder: `^(?:.+/)?...`
-    return deep, most, deep + total_segment
-
-
-def _safe_for_backtracking(pattern: str) -> str | None:
-    """None, or why Python's backtracking `re` must not match this pattern."""
-    stripped = pattern.strip()
-    if not stripped or stripped.startswith("#"):
-        return None
-    deep, most, total = _wildcards(pattern.rstrip())
-    if deep <= MAX_DEEP_WILDCARDS and most <= MAX_SEGMENT_WILDCARDS and total <= MAX_WILDCARDS:
-        return None
-    shown = pattern if len(pattern) <= 80 else pattern[:77] + "..."
-    return (
-        f"pattern {shown!r} has {total} wildcards: too many to match safely without the re2 engine "
-        f"(Python's re would backtrack exponentially; install google-re2); pattern ignored"
-    )
-
-
 def spec_from_lines(
     lines: list[str],
     *,
@@ -222,7 +165,7 @@ def spec_from_lines(
     if chosen == "simple":
         kept = []
         for k, pattern in enumerate(lines):
-            why = _safe_for_backtracking(pattern)
+            why = safe_for_backtracking(pattern)
             if why is None:
                 kept.append(pattern)
                 continue
@@ -277,6 +220,8 @@ class _Ignores:
             pass
         spec = None
         gi = os.path.join(folder, ".gitignore")
+        if listed:
+            note(gi)  # present or not, a replayed run depends on it (files/observe.py)
         # a .gitignore folder is no .gitignore; anything else that is not a regular file
         # (a FIFO, a device, a dangling link) or is too large is an error naming it
         if listed and os.path.lexists(gi) and not os.path.isdir(gi):
@@ -309,7 +254,7 @@ class _Ignores:
             spec = self.spec(folder)
             chain = [(folder, spec)] if spec is not None else []
             parent = os.path.dirname(folder)
-            if not (folder == top or os.path.exists(os.path.join(folder, ".git")) or parent == folder):
+            if not (folder == top or _probe(os.path.join(folder, ".git")) or parent == folder):
                 chain = chain + self.chain(parent, top)
             self._chains[key] = chain
         return chain
@@ -331,10 +276,16 @@ def _matchers(folder: str, chain: list[tuple[str, object]]) -> list[tuple[str, o
     return out
 
 
+def _probe(path: str) -> bool:
+    """Whether `path` exists (a replayed run depends on the answer: files/observe.py)."""
+    note(path)
+    return os.path.exists(path)
+
+
 def _repo_top(start: Path) -> Path:
     p = start
     while True:
-        if (p / ".git").exists():
+        if _probe(str(p / ".git")):
             return p
         if p.parent == p:
             return start
@@ -404,6 +355,7 @@ class _Walk:
         """A path named on the command line: a file is taken (or refused) here; a folder
         is returned, to walk."""
         p = Path(raw)
+        note(raw)
         try:
             st = os.stat(p)
         except OSError as exc:
@@ -445,6 +397,7 @@ class _Walk:
         stack: list[tuple[str, str, int, str, list | None]] = [(shown, root, where, rel, None)]
         while stack:
             d, dres, where, drel, parent_chain = stack.pop()
+            note(d)  # its entries: a file added, removed or renamed changes its stat
             try:
                 with os.scandir(d) as it:
                     entries = list(it)
@@ -483,7 +436,7 @@ class _Walk:
         else:
             spec = self.ignores.spec(dres, has_gitignore)
             chain = [(dres, spec)] if spec is not None else []
-            if not (has_git and os.path.exists(os.path.join(dres, ".git"))):
+            if not (has_git and _probe(os.path.join(dres, ".git"))):
                 chain = chain + parent_chain
         matchers = _matchers(dres, chain)
         # str(Path(d) / name) is d_pre + name: d is in Path's normal form, "." only for a root
@@ -507,7 +460,7 @@ class _Walk:
             if name in SKIP_DIRS or entry.is_symlink():
                 continue
             sub = d_pre + name
-            if os.path.exists(os.path.join(sub, "pyvenv.cfg")):
+            if _probe(os.path.join(sub, "pyvenv.cfg")):
                 continue
             ignored = False
             for pre, spec in matchers:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 
+from patchaudit.files.observe import unstable
 from patchaudit.files.reader import ReadError, TooLarge, read_bytes
 from patchaudit.inputs.gitrun import GitError, NotARepository
 
@@ -44,6 +45,7 @@ def _is_gitdir(d: str) -> bool:
 def find_gitdir(path: str) -> str:
     """The git directory of `path` (a work tree with `.git`, a `.git` file, or a git
     directory itself), found from the files alone and only at `path` (never above)."""
+    unstable("it read a git repository")  # refs and objects are not noted (files/observe.py)
     if not os.path.exists(path):
         raise FileNotFoundError(path)
     dotgit = os.path.join(path, ".git")

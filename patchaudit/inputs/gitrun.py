@@ -14,6 +14,8 @@ import subprocess
 import tempfile
 from typing import Iterable, Sequence
 
+from patchaudit.files.observe import unstable
+
 #: what `run` returns (for the annotations of the modules that call it)
 CompletedProcess = subprocess.CompletedProcess
 
@@ -139,6 +141,7 @@ def run(
     """Run ``git --no-pager -c SAFE... -c config... ARGS`` in `cwd` with `safe_env(env)`;
     stdout and stderr are captured as bytes.  Raises GitError on a non-zero exit if `check`."""
     argv = [git_executable(), "--no-pager", *config_args(SAFE_CONFIG), *config_args(config), *args]
+    unstable("it ran git")  # what git read is not noted (files/observe.py): no replay
     try:
         proc = subprocess.run(
             argv,

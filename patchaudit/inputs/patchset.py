@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from patchaudit.files.observe import note
 from patchaudit.model.findings import FileError
 
 #: a quilt `series` file larger than this is refused (one line per patch: a few KB)
@@ -27,6 +28,7 @@ def _series(folder: Path, cache: dict[Path, list[str] | None], errors: list | No
 
         names = None
         f = folder / "series"
+        note(str(f))
         if os.path.lexists(f) and not f.is_dir():
             try:
                 data = read_bytes(str(f), MAX_SERIES_FILE)

@@ -24,6 +24,9 @@ stat, a git revision's commit) and the content of the earlier patches each patch
 is stacked on; an engine without an identity (a directory, whose files can change
 outside the cache's view) leaves the run uncached.
 
+A `check` run is also recorded whole (pipeline/replay.py): a re-run whose every
+input has the same `stat` signature returns the recorded result, reading nothing.
+
 Where: `--cache-dir`, else `PATCHAUDIT_CACHE_DIR`, else `cache-dir` from the
 configuration, else `.patchaudit_cache/` beside the pyproject.toml that
 configured the run, else in the current directory (`--no-cache` or

@@ -313,10 +313,14 @@ def _worker_main(task_r, result_w, settings, codes: list[str], parent_pid: int, 
 # main process
 
 
-def _cacheable(result) -> bool:
-    # a worker's death or time budget depends on the machine and the moment, not on the file
+def cacheable(result) -> bool:
+    """Whether a result (of a file, or of a run: pipeline/replay.py) may be kept: a worker's
+    death, a time budget or an error of the operating system depends on the machine and
+    the moment, not on the files."""
     return not any(
-        e.message.startswith(("internal error", "cannot read", "analysis ")) or " crashed" in e.message
+        e.message.startswith(("internal error", "cannot read", "analysis "))
+        or " crashed" in e.message
+        or "(the per-file time budget)" in e.message
         for e in result.errors
     )
 
@@ -450,7 +454,7 @@ class _Scan:
     def finish(self, i: int, fr) -> None:
         self.results[i] = fr
         d = self.digests[i]
-        if self.cache is not None and d is not None and _cacheable(fr):
+        if self.cache is not None and d is not None and cacheable(fr):
             self.cache.put(self.files[i].path, self.files[i].kind, d, fr)
         if self.on_done is not None:
             self.on_done()

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, cast
 if TYPE_CHECKING:
     from patchaudit.inputs.patches import PatchFile
 
+from patchaudit.files.observe import note
 from patchaudit.inputs.patchset import order_patch_set
 from patchaudit.model.findings import FileError, Finding, TraceStep
 from patchaudit.pipeline.results import RunError
@@ -59,6 +60,7 @@ def _ordered_sets(paths: list[str], plan, errors: list) -> list[tuple[str, str, 
                 out.append((p, name, k, "recipe"))
     rest = [p for p in paths if os.path.abspath(p) not in placed]
     for p, set_name, pos in order_patch_set(rest, errors):
+        note(os.path.join(set_name, "series"))
         out.append((p, set_name, pos, os.path.isfile(os.path.join(set_name, "series"))))
     out.sort(key=lambda t: (t[1], t[2], os.path.basename(t[0]), t[0]))
     return out

@@ -36,6 +36,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from patchaudit.files.observe import note, unstable
 from patchaudit.inputs.recipes import TOO_MUCH, CheckoutStep, CopyStep, PatchStep, PinStep, Recipe, SedStep, read_recipe
 from patchaudit.model.findings import FileError
 from patchaudit.patching.appliers import DEFAULT_APPLIER, Applier
@@ -155,7 +156,7 @@ def build_plan(files: list, settings: Any, root: str | None = None) -> Plan:
     top = os.path.abspath(root) if root else _common_root(patches + [os.path.abspath(f.path) for f in files])
     series = sorted({os.path.join(os.path.dirname(p), "series") for p in patches})
     sources = [(f.path, f.kind) for f in files if recipe_kind(f.path, f.kind)]
-    sources += [(_display(s), "series") for s in series if os.path.isfile(s)]
+    sources += [(_display(s), "series") for s in series if _isfile(s)]
     for path, kind in sources:
         try:
             text = read_text(path, MAX_RECIPE_FILE)
@@ -200,7 +201,7 @@ def _common_root(paths: list[str]) -> str:
         common = os.path.commonpath(paths)
     except ValueError:
         return os.getcwd()
-    return common if os.path.isdir(common) else os.path.dirname(common)
+    return common if _isdir(common) else os.path.dirname(common)
 
 
 def _walk_recipe(plan: Plan, recipe: Recipe, top: str) -> None:
@@ -328,7 +329,7 @@ def _contexts(folder: str, top: str) -> list[str]:
     cwd = os.getcwd()
     limit = cwd if (folder + os.sep).startswith(cwd.rstrip(os.sep) + os.sep) else top
     for _ in range(MAX_CONTEXT_UP):
-        if os.path.exists(os.path.join(cur, ".git")) or os.path.dirname(cur) == cur or cur == limit:
+        if _exists(os.path.join(cur, ".git")) or os.path.dirname(cur) == cur or cur == limit:
             break
         cur = os.path.dirname(cur)
         out.append(cur)
@@ -340,7 +341,7 @@ def _through_copy(path: str, src: str, dest: str, context: str, glob: bool) -> l
     src_abs = os.path.normpath(os.path.join(context, src))
     if dest.endswith("/"):
         ddir = dest.rstrip("/") or "/"
-        if os.path.isdir(src_abs) and not any(c in src for c in "*?["):
+        if _isdir(src_abs) and not any(c in src for c in "*?["):
             if path == ddir or not path.startswith(ddir + "/"):
                 return []
             return _existing(os.path.join(src_abs, path[len(ddir) + 1 :]), glob)
@@ -350,19 +351,39 @@ def _through_copy(path: str, src: str, dest: str, context: str, glob: bool) -> l
         cands = _existing(os.path.join(os.path.dirname(src_abs), name), glob)
         pattern = os.path.basename(src_abs)
         return [c for c in cands if fnmatch.fnmatchcase(os.path.basename(c), pattern)]
-    if os.path.isdir(src_abs):
+    if _isdir(src_abs):
         if path == dest or not path.startswith(dest + "/"):
             return []
         return _existing(os.path.join(src_abs, path[len(dest) + 1 :]), glob)
-    return [src_abs] if path == dest and os.path.isfile(src_abs) else []
+    return [src_abs] if path == dest and _isfile(src_abs) else []
 
 
 def _existing(path: str, glob: bool) -> list[str]:
     if glob:
         import glob as globmod
 
-        return sorted((p for p in globmod.glob(path) if os.path.isfile(p)), key=os.fsencode)
-    return [path] if os.path.isfile(path) else []
+        if globmod.has_magic(os.path.dirname(path)):
+            unstable("a COPY source globs over folders")  # no one folder's stat tells its matches
+        else:
+            note(os.path.dirname(path) or os.curdir)  # its matches are names of that folder
+        return sorted((p for p in globmod.glob(path) if _isfile(p)), key=os.fsencode)
+    return [path] if _isfile(path) else []
+
+
+# the plan's probes of the file system, noted for a replayed run (files/observe.py)
+def _isfile(path: str) -> bool:
+    note(path)
+    return os.path.isfile(path)
+
+
+def _isdir(path: str) -> bool:
+    note(path)
+    return os.path.isdir(path)
+
+
+def _exists(path: str) -> bool:
+    note(path)
+    return os.path.exists(path)
 
 
 def _apply_bindings(plan: Plan, patches: list[str], settings: Any) -> None:

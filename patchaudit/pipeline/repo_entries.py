@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import os
+import time
 from typing import Any
 
 from patchaudit.analysis.repo_index import ModuleFacts, module_facts
 from patchaudit.analysis.repo_summaries import ModuleSummary
+from patchaudit.files.observe import note, racy, signature
 
 
 @dataclasses.dataclass
@@ -44,34 +45,39 @@ class Entry:
     over_budget: bool = False
 
 
-def stat_key(path: str) -> bytes | None:
-    """The file's size, modification time and inode: unchanged, its cached entry holds."""
-    try:
-        st = os.stat(path)
-    except OSError:
+def stat_key(path: str) -> tuple[bytes, bool] | None:
+    """The file's signature (files/observe.py: inode, size, modification and change time),
+    unchanged, its cached entry holds; and whether it changed in the last tick of the
+    clock (racy: a change within the same tick could keep the signature).  None if it
+    cannot be stat'ed."""
+    note(path)  # an observed run depends on it, read or not
+    sig = signature(path)
+    if sig is None or sig[0] == "error":
         return None
-    return f"{st.st_size}:{st.st_mtime_ns}:{st.st_ino}".encode()
+    return repr(sig).encode(), racy(sig, time.time_ns())
 
 
 def entry(rule, path: str, key: str, settings, cache, fresh: dict[str, bytes]) -> "Entry | Gate | None":
     """The module's entry: from the cache when its stat is unchanged, else read (and, when
     its bytes pass the rule's byte filter, a `Gate` to run: `gate_all`)."""
-    stat = stat_key(path)
-    if stat is None:
+    got = stat_key(path)
+    if got is None:
         return None
+    stat, recent = got
     if cache is not None:
         hit = cache.get(key, "repo-stat", stat)
         if hit is not None:
-            got = cache.get(key, "repo", hit)
-            if got is not None:
-                return got
+            got_entry = cache.get(key, "repo", hit)
+            if got_entry is not None:
+                return got_entry
             if cache.get(key, "repo-none", hit):
                 return Entry(hit, False)
-    return _read_entry(rule, path, key, settings, cache, stat, fresh)
+    # a racy stat is not kept: the next run reads the file again
+    return _read_entry(rule, path, key, settings, cache, None if recent else stat, fresh)
 
 
 def _read_entry(
-    rule, path: str, key: str, settings, cache, stat: bytes, fresh: dict[str, bytes]
+    rule, path: str, key: str, settings, cache, stat: bytes | None, fresh: dict[str, bytes]
 ) -> "Entry | Gate | None":
     from patchaudit.files.reader import ReadError, read_bytes
 
@@ -81,7 +87,7 @@ def _read_entry(
         return None  # the per-file pass reports it
     digest = hashlib.blake2b(data, digest_size=16).digest()
     fresh[key] = data
-    if cache is not None:
+    if cache is not None and stat is not None:
         cache.put(key, "repo-stat", stat, digest)
     if export_bytes(rule, data, settings):
         return Gate(key, data, digest)

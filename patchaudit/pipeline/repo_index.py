@@ -56,6 +56,7 @@ from typing import Any, cast
 
 from patchaudit.analysis.repo_index import ModuleFacts, RepoIndex, module_name
 from patchaudit.analysis.repo_summaries import ModuleSummary, RepoView, norm_path
+from patchaudit.files.observe import note
 from patchaudit.pipeline.forked import OVER_BUDGET
 from patchaudit.pipeline.repo_entries import Entry, Gate, entry, gate_all
 
@@ -72,7 +73,10 @@ def project_root(path: str) -> str:
     start = os.path.dirname(os.path.abspath(path))
     cur = start
     while True:
-        if any(os.path.lexists(os.path.join(cur, m)) for m in ROOT_MARKERS):
+        markers = [os.path.join(cur, m) for m in ROOT_MARKERS]
+        for m in markers:
+            note(m)  # where the root is names the modules (files/observe.py)
+        if any(os.path.lexists(m) for m in markers):
             return cur
         up = os.path.dirname(cur)
         if up == cur:

@@ -31,6 +31,8 @@ class RunResult:
     #: what the user should hear that is no error (exit code unchanged): engine archive
     #: members refused (a huge member, a lying header, a huge tar name)
     warnings: list[str] = field(default_factory=list)
+    #: the result of an earlier run, replayed: nothing it read changed (pipeline/replay.py)
+    replayed: bool = False
 
     @property
     def exit_code(self) -> int:

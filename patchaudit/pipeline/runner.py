@@ -23,19 +23,20 @@ from patchaudit.pipeline.results import RunError, RunResult, unique_errors
 __all__ = ["run_check"]
 
 
-def run_check(paths: list[str], settings: Settings, progress: Any = None) -> RunResult:
+def run_check(paths: list[str], settings: Settings, progress: Any = None, replay: bool = False) -> RunResult:
     """Check `paths`; `progress(total)`, if given, is called once per finished file.
 
     The per-file work (`analyse_file`) is scheduled by `patchaudit.pipeline.parallel`:
     result cache, pre-filter on the libcst-free rule index, worker processes.
     Results come back in file order whatever the number of jobs, and a run
     that parses nothing never imports libcst or a rule module.
+
+    `replay`: with the cache on, a run whose every input is unchanged since a recorded
+    run returns that run's result, and a run is recorded (pipeline/replay.py).
     """
     from patchaudit import __version__
     from patchaudit.config.registry import rule_index, select_codes
-    from patchaudit.inputs.discover import discover
-    from patchaudit.pipeline.cache import ResultCache, cache_root, ensure_root
-    from patchaudit.pipeline.parallel import scan, scan_jobs
+    from patchaudit.pipeline.cache import cache_root, ensure_root
 
     root = cache_root(settings) if settings.cache else None
     if root is not None and not ensure_root(root):
@@ -45,7 +46,28 @@ def run_check(paths: list[str], settings: Settings, progress: Any = None) -> Run
         codes = select_codes(index, settings.select, settings.ignore, settings.extend_select)
     except KeyError as exc:
         raise RunError(f"unknown rule code or prefix {exc.args[0]!r} (see `patchaudit rules`)") from None
-    metas = [index[c] for c in codes]
+    # an engine's or a tokenizer's files are read in workers and archives: not observed
+    if not replay or root is None or settings.engines or settings.tokenizer:
+        return _check(paths, settings, [index[c] for c in codes], codes, root, progress)
+    from patchaudit.files.observe import observing
+    from patchaudit.pipeline.cache import run_key
+    from patchaudit.pipeline.replay import Replay
+
+    recorded = Replay(root, run_key(settings, codes), paths)
+    got = recorded.result()
+    if got is not None:
+        return got
+    with observing() as seen:
+        result = _check(paths, settings, [index[c] for c in codes], codes, root, progress)
+    recorded.record(seen, result)
+    return result
+
+
+def _check(paths: list[str], settings: Settings, metas: list, codes: list[str], root: Any, progress: Any) -> RunResult:
+    from patchaudit.inputs.discover import discover
+    from patchaudit.pipeline.cache import ResultCache
+    from patchaudit.pipeline.parallel import scan, scan_jobs
+
     files, errors = discover(paths, settings.exclude)
     # the workers are decided once, before this run forks any: a reading of the idle CPUs
     # taken later could count the pre-pass's own workers as they exit
