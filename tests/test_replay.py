@@ -207,7 +207,7 @@ def test_the_observation_notes_reads_listings_and_probes(tree):
     assert os.path.join("rl", "pyvenv.cfg") in paths and os.path.join("rl", ".gitignore") not in paths
     assert ".gitignore" in paths  # the scanned root's, probed
     assert seen.unstable is None
-    assert observe._CURRENT is None  # the observation ended with the block
+    assert observe._ACTIVE == []  # the observation ended with the block
 
 
 def test_the_command_line_replays_byte_for_byte(tree):
@@ -225,3 +225,31 @@ def test_the_command_line_replays_byte_for_byte(tree):
     third = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True)
     assert third.returncode == 0, third.stdout + third.stderr
     assert json.loads(third.stdout) == []
+
+
+def test_a_listing_is_remembered_while_its_folders_are_unchanged(tree, monkeypatch):
+    from patchaudit.inputs import discover as walk
+
+    calls = []
+    real = walk.discover
+    monkeypatch.setattr(walk, "discover", lambda *a, **k: calls.append(a) or real(*a, **k))
+    _run(["."])
+    assert len(calls) == 1
+    # a file's bytes change, not its folder: the run is not replayed, its listing is
+    (tree / "rl" / "rollout.py").write_text(ROLLOUT + "# edited\n", encoding="utf-8")
+    edited = _run(["."])
+    assert not edited.replayed and len(calls) == 1
+    # the record of that run still depends on what its remembered listing saw
+    (tree / "rl" / "resend.py").write_text(RETOKENIZE, encoding="utf-8")
+    added = _run(["."])
+    assert not added.replayed and len(calls) == 2
+    assert ("PA103", os.path.join("rl", "resend.py")) in _codes(added)
+    assert _seen(added) == _seen(_run(["."], replay=False))
+    # a file named alone: the pre-pass's listing of the whole project is remembered too
+    # (the named file itself is listed again: a listing depends on what it names)
+    _run(["rl/rollout.py"])
+    walks = [a for a in calls if a[0] == [str(tree)]]
+    assert len(walks) == 1
+    (tree / "rl" / "rollout.py").write_text(ROLLOUT + "# again\n", encoding="utf-8")
+    _run(["rl/rollout.py"])
+    assert [a for a in calls if a[0] == [str(tree)]] == walks

@@ -40,34 +40,32 @@ class Observed:
         self.unstable: str | None = None
 
 
-_CURRENT: Observed | None = None
+#: the observations under way, outermost first (a listing memo observes inside a run)
+_ACTIVE: list[Observed] = []
 
 
 def note(path: str) -> None:
-    """The current run's result depends on `path` (its content, or whether it exists)."""
-    if _CURRENT is not None:
-        _CURRENT.paths.add(path)
+    """The current runs' results depend on `path` (its content, or whether it exists)."""
+    for o in _ACTIVE:
+        o.paths.add(path)
 
 
 def unstable(reason: str) -> None:
-    """The current run depends on something a path's stat does not tell (the first reason kept)."""
-    if _CURRENT is not None and _CURRENT.unstable is None:
-        _CURRENT.unstable = reason
+    """The current runs depend on something a path's stat does not tell (the first reason kept)."""
+    for o in _ACTIVE:
+        if o.unstable is None:
+            o.unstable = reason
 
 
 @contextmanager
 def observing() -> Iterator[Observed]:
-    """Note the paths read until the block ends (observations do not nest: an inner one
-    shares the outer's)."""
-    global _CURRENT
-    if _CURRENT is not None:
-        yield _CURRENT
-        return
-    _CURRENT = Observed()
+    """Note the paths read until the block ends, here and in every enclosing observation."""
+    seen = Observed()
+    _ACTIVE.append(seen)
     try:
-        yield _CURRENT
+        yield seen
     finally:
-        _CURRENT = None
+        _ACTIVE.remove(seen)
 
 
 def racy(sig: tuple | None, since_ns: int) -> bool:

@@ -500,6 +500,7 @@ class _Walk:
                 continue
             broken = False
             if entry.is_symlink():
+                note(d_pre + name)  # where it leads can change with its folder unchanged
                 try:
                     key = os.path.realpath(d_pre + name, strict=True)
                 except OSError as exc:

@@ -96,3 +96,34 @@ class Replay:
         self.cache.put(self.name, _KIND, _FORMAT, (tuple(sigs), result))
         self.cache.save()
         return True
+
+
+def discovered(paths: list[str], exclude: list[str], cache_root: Any) -> tuple[list, list]:
+    """`inputs.discover.discover(paths, exclude)`, remembered in the cache with the
+    signatures of what it listed and probed: a run whose folders, `.gitignore` files
+    and probes are unchanged (one file edited) lists nothing.  The paths are noted for
+    the enclosing run either way.  Without a cache: a plain `discover`."""
+    from patchaudit.files.observe import note, observing
+    from patchaudit.inputs.discover import discover
+
+    if cache_root is None:
+        return discover(paths, exclude)
+    from patchaudit import __version__
+    from patchaudit.pipeline.cache import ResultCache, code_stamp
+
+    store = hashlib.blake2b(repr((__version__, code_stamp(), exclude)).encode(), digest_size=16).hexdigest()
+    memo = ResultCache(cache_root, store)
+    name = f"<discover {paths!r} in {os.getcwd()!r}>"
+    got = None if memo.cold() else memo.get(name, "listing", _FORMAT)
+    if isinstance(got, tuple) and len(got) == 3 and all(signature(p) == sig for p, sig in got[0]):
+        for path, _ in got[0]:
+            note(path)
+        return list(got[1]), list(got[2])
+    started = time.time_ns()
+    with observing() as seen:
+        files, errors = discover(paths, exclude)
+    sigs = [(p, signature(p)) for p in sorted(seen.paths)]
+    if seen.unstable is None and not any(racy(sig, started) for _, sig in sigs):
+        memo.put(name, "listing", _FORMAT, (tuple(sigs), tuple(files), tuple(errors)))
+        memo.save()
+    return files, errors

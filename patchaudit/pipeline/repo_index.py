@@ -95,15 +95,16 @@ def _roots(paths: list[str]) -> list[str]:
     return out
 
 
-def _python_files(paths: list[str], files: list, settings) -> list[tuple[str, str]]:
-    """(path as the run names it, root) of every Python file of the repositories."""
+def _python_files(paths: list[str], files: list, settings, cache_root: Any = None) -> list[tuple[str, str]]:
+    """(path as the run names it, root) of every Python file of the repositories (a
+    listing remembered in the cache while its folders are unchanged: pipeline/replay.py)."""
     roots = _roots(paths)
     if all(os.path.isdir(p) for p in paths):
         listed = [f.path for f in files if f.kind == "python"]
     else:
-        from patchaudit.inputs.discover import discover
+        from patchaudit.pipeline.replay import discovered
 
-        found, _ = discover(roots, settings.exclude)
+        found, _ = discovered(roots, settings.exclude, cache_root if settings.cache else None)
         listed = [f.path for f in found if f.kind == "python"]
         listed += [f.path for f in files if f.kind == "python" and f.path not in listed]
     out = []
@@ -125,7 +126,7 @@ def prepare_repo(
     if not repo_metas:
         return metas
     forget_kept()
-    pyfiles = _python_files(paths, files, settings)
+    pyfiles = _python_files(paths, files, settings, cache_root)
     if not pyfiles or len(pyfiles) > MAX_FILES:
         return metas
     repos: dict[str, RepoView] = {}

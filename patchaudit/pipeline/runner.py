@@ -64,11 +64,11 @@ def run_check(paths: list[str], settings: Settings, progress: Any = None, replay
 
 
 def _check(paths: list[str], settings: Settings, metas: list, codes: list[str], root: Any, progress: Any) -> RunResult:
-    from patchaudit.inputs.discover import discover
     from patchaudit.pipeline.cache import ResultCache
     from patchaudit.pipeline.parallel import scan, scan_jobs
+    from patchaudit.pipeline.replay import discovered
 
-    files, errors = discover(paths, settings.exclude)
+    files, errors = discovered(paths, settings.exclude, root)
     # the workers are decided once, before this run forks any: a reading of the idle CPUs
     # taken later could count the pre-pass's own workers as they exit
     jobs = scan_jobs(settings)
