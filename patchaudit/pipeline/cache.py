@@ -69,8 +69,9 @@ from patchaudit.files.safefs import TMP_PREFIX, Folder, Refused, open_folder
 from patchaudit.files.usercache import LOCATIONS, Location, location_of, seal, unseal
 
 CACHE_DIR_NAME = ".patchaudit_cache"
-#: keep at most this many stores (run keys) per patchaudit version
-MAX_STORES = 16
+#: keep at most this many stores per patchaudit version (a configuration writes up to
+#: four: per-file results, the pre-pass's, the replay's, the listings')
+MAX_STORES = 32
 #: pickles per store (a file's result lives in the one its path hashes to)
 SHARDS = 64
 #: Settings fields that do not change a file's result
