@@ -24,7 +24,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["RACY_NS", "Observed", "note", "observing", "racy", "signature", "unstable"]
+__all__ = ["RACY_NS", "Observed", "holds", "note", "observing", "racy", "signature", "signed", "unstable"]
 
 #: a path changed less than this long before a moment is not trusted to show a later
 #: change in its signature: timestamps come from a coarse clock (~1-10 ms), a network
@@ -86,3 +86,20 @@ def signature(path: str) -> tuple | None:
     except OSError as exc:
         return ("error", exc.errno)
     return (st.st_dev, st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def signed(paths, since_ns: int) -> tuple | None:
+    """((path, signature), ...) of `paths` in order; None when one of them is racy
+    (changed at `since_ns - RACY_NS` or later): what depends on it cannot be kept."""
+    out = []
+    for path in sorted(paths):
+        sig = signature(path)
+        if racy(sig, since_ns):
+            return None
+        out.append((path, sig))
+    return tuple(out)
+
+
+def holds(sigs) -> bool:
+    """Whether every (path, signature) of `sigs` is still the path's signature."""
+    return all(signature(path) == sig for path, sig in sigs)

@@ -10,6 +10,7 @@ what makes the per-file cache sound.
 from __future__ import annotations
 
 import os
+import time
 from typing import TYPE_CHECKING, Any
 
 # patchaudit.lint.rule imports libcst (its Rule is a libcst visitor): the functions that
@@ -77,7 +78,31 @@ def analyse_file(
     """Everything patchaudit does to one file.  Never raises for bad input.
 
     `data`, when given, is the file's content already read by the caller (the
-    scheduler reads each file once, for the cache digest and the pre-filter)."""
+    scheduler reads each file once, for the cache digest and the pre-filter).
+
+    The result's `reads` are the other files the analysis read (a monkey-patch
+    module's enclosing `__init__.py`, a tokenizer) with their signatures
+    (files/observe.py): the per-file cache holds the result only while they are
+    unchanged, and a replayed run depends on them (None: one changed while it was
+    read, or just before: the result is not kept)."""
+    from patchaudit.files.observe import observing, signed
+
+    started = time.time_ns()
+    with observing() as seen:
+        result = _analyse_file(src, settings, rules, engines, tokenizer, data)
+    seen.paths.discard(src.path)
+    result.reads = signed(seen.paths, started)
+    return result
+
+
+def _analyse_file(
+    src: SourceFile,
+    settings: Settings,
+    rules: list[type[Rule]] | None,
+    engines: Any,
+    tokenizer: Any,
+    data: bytes | None,
+) -> FileResult:
     rules = rules if rules is not None else resolve_rules(settings)
     result = FileResult(src.path)
     from patchaudit.inputs.pyast import set_parse_limit

@@ -24,6 +24,10 @@ stat, a git revision's commit) and the content of the earlier patches each patch
 is stacked on; an engine without an identity (a directory, whose files can change
 outside the cache's view) leaves the run uncached.
 
+What a file's analysis read besides the file (a monkey-patch module's enclosing
+`__init__.py`) is in its result, with signatures (`FileResult.reads`): the scan
+takes a cached result only while those are unchanged (`parallel._reads_hold`).
+
 A `check` run is also recorded whole (pipeline/replay.py): a re-run whose every
 input has the same `stat` signature returns the recorded result, reading nothing.
 

@@ -316,7 +316,10 @@ def _worker_main(task_r, result_w, settings, codes: list[str], parent_pid: int, 
 def cacheable(result) -> bool:
     """Whether a result (of a file, or of a run: pipeline/replay.py) may be kept: a worker's
     death, a time budget or an error of the operating system depends on the machine and
-    the moment, not on the files."""
+    the moment, not on the files; nor a file's result whose analysis read a file that
+    changed meanwhile (`FileResult.reads` None)."""
+    if getattr(result, "reads", ()) is None:
+        return False
     return not any(
         e.message.startswith(("internal error", "cannot read", "analysis "))
         or " crashed" in e.message
@@ -422,7 +425,7 @@ class _Scan:
             self.digests[i] = d
             if self.cache is not None:
                 hit = self.cache.get(src.path, src.kind, d)
-                if hit is not None:
+                if hit is not None and _reads_hold(hit):
                     self.results[i], self.cached[i] = hit, True
                     LAST_SCAN["cached"] += 1
                     if self.on_done is not None:
@@ -452,6 +455,7 @@ class _Scan:
             self.pending.clear()
 
     def finish(self, i: int, fr) -> None:
+        _reads_hold(fr)  # (noted for a replay)
         self.results[i] = fr
         d = self.digests[i]
         if self.cache is not None and d is not None and cacheable(fr):
@@ -536,6 +540,22 @@ def _eager_pool(files: list, jobs: int, cache, triage: Triage, metas: list) -> b
     if cache is not None and not cache.cold():
         return False
     return any(triage.runnable(m) and ("python" in m.kinds or "patch" in m.kinds) for m in metas)
+
+
+def _reads_hold(fr) -> bool:
+    """Whether the other files `fr`'s analysis read (`FileResult.reads`) are unchanged;
+    they are noted for the run either way (files/observe.py: a replay depends on them)."""
+    from patchaudit.files.observe import note, signature, unstable
+
+    reads = getattr(fr, "reads", ())
+    if reads is None:
+        unstable("a file an analysis read changed while it was read")
+        return False
+    held = True
+    for path, sig in reads:
+        note(path)
+        held = held and signature(path) == sig
+    return held
 
 
 def _repo_key(settings, src, data: bytes) -> bytes:

@@ -44,7 +44,7 @@ import os
 import time
 from typing import Any
 
-from patchaudit.files.observe import Observed, racy, signature
+from patchaudit.files.observe import Observed, holds, signed
 
 __all__ = ["Replay"]
 
@@ -72,9 +72,8 @@ class Replay:
         if not (isinstance(got, tuple) and len(got) == 2):
             return None
         sigs, result = got
-        for path, sig in sigs:
-            if signature(path) != sig:
-                return None
+        if not holds(sigs):
+            return None
         result.parsed = 0
         result.cached = result.files
         result.replayed = True
@@ -87,13 +86,10 @@ class Replay:
 
         if observed.unstable is not None or not cacheable(result):
             return False
-        sigs = []
-        for path in sorted(observed.paths):
-            sig = signature(path)
-            if racy(sig, self.started):
-                return False  # changed while the run read it, or just before
-            sigs.append((path, sig))
-        self.cache.put(self.name, _KIND, _FORMAT, (tuple(sigs), result))
+        sigs = signed(observed.paths, self.started)
+        if sigs is None:
+            return False  # a path changed while the run read it, or just before
+        self.cache.put(self.name, _KIND, _FORMAT, (sigs, result))
         self.cache.save()
         return True
 
@@ -115,15 +111,15 @@ def discovered(paths: list[str], exclude: list[str], cache_root: Any) -> tuple[l
     memo = ResultCache(cache_root, store)
     name = f"<discover {paths!r} in {os.getcwd()!r}>"
     got = None if memo.cold() else memo.get(name, "listing", _FORMAT)
-    if isinstance(got, tuple) and len(got) == 3 and all(signature(p) == sig for p, sig in got[0]):
+    if isinstance(got, tuple) and len(got) == 3 and holds(got[0]):
         for path, _ in got[0]:
             note(path)
         return list(got[1]), list(got[2])
     started = time.time_ns()
     with observing() as seen:
         files, errors = discover(paths, exclude)
-    sigs = [(p, signature(p)) for p in sorted(seen.paths)]
-    if seen.unstable is None and not any(racy(sig, started) for _, sig in sigs):
-        memo.put(name, "listing", _FORMAT, (tuple(sigs), tuple(files), tuple(errors)))
+    sigs = signed(seen.paths, started)
+    if seen.unstable is None and sigs is not None:
+        memo.put(name, "listing", _FORMAT, (sigs, tuple(files), tuple(errors)))
         memo.save()
     return files, errors

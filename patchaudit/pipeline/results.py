@@ -18,6 +18,9 @@ class FileResult:
     unused_suppressions: list[tuple[int, tuple[str, ...] | None]] = field(default_factory=list)
     # exact mode: how each hunk applied (HunkRecord.to_json() dicts, picklable)
     hunks: list[dict] = field(default_factory=list)
+    #: the other files its analysis read, with their signatures (files/observe.py);
+    #: None: one changed while it was read, so the result is not kept
+    reads: tuple | None = ()
 
 
 @dataclass
