@@ -73,6 +73,13 @@ class MonkeypatchRule(Rule):
         return may_have_sites(text, engine_packages(settings))
 
     @classmethod
+    def can_match_unit(cls, unit: Any, settings: Any = None) -> bool:
+        """A patched engine file whose judged lines (the patch's) hold no site: nothing to
+        report there, so no scope analysis of the whole file."""
+        judged = getattr(unit, "judged", None)
+        return judged is None or may_have_sites(unit.text, engine_packages(settings), judged)
+
+    @classmethod
     def judges(cls, issue: monkeypatch.Issue) -> bool:
         """Whether this rule reports `issue`."""
         return issue.kind == cls.issue_kind

@@ -53,7 +53,7 @@ def can_match(text: str, packages: Iterable[str]) -> bool:
     return _filter_re(packages).search(text) is not None
 
 
-def may_have_sites(text: str, packages: Iterable[str]) -> bool:
+def may_have_sites(text: str, packages: Iterable[str], lines: Iterable[int] | None = None) -> bool:
     """A second, still sound pre-filter with the stdlib `ast` (about ten times
     cheaper than libcst's parse, let alone its scope metadata): False only when
     no statement of the file can be a site the recognizer accepts.
@@ -63,18 +63,25 @@ def may_have_sites(text: str, packages: Iterable[str]) -> bool:
     package, then, to a fixed point, names assigned (or bound by `for`/`with`)
     from an expression that mentions such a name or a string naming an engine
     package.  A site needs an attribute assignment, `setattr(...)` or a
-    `patch...(...)` call whose expression mentions one of them."""
+    `patch...(...)` call whose expression mentions one of them.
+
+    `lines`, if given: only sites whose statement holds one of these lines count (the
+    lines a unit judges: the recognizer's report on a site lies inside the site's
+    statement, its decorators included)."""
     packages = tuple(packages)
     if not can_match(text, packages):
         return False
-    try:
-        with __import__("warnings").catch_warnings():
-            __import__("warnings").simplefilter("ignore")
-            tree = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    from patchaudit.inputs.pyast import parse
+
+    tree = parse(text)  # (kept: the unit's check after the text's parses it once)
+    if tree is None:
         return True  # let libcst decide (and report) on text ast cannot read
     prefixes = tuple(p + "." for p in packages)
     names, binds, sites = _scan(tree, packages)
+    if lines is not None:
+        sites = _on_lines(tree, sites, sorted(set(lines)))
+        if not sites:
+            return False
 
     def mentions(expr) -> bool:
         return _mentions(expr, names, packages, prefixes)
@@ -87,6 +94,30 @@ def may_have_sites(text: str, packages: Iterable[str]) -> bool:
                 names.update(tgts)
                 changed = True
     return any(mentions(s) for s in sites)
+
+
+def _on_lines(tree, sites: list, lines: list[int]) -> list:
+    """The sites whose statement (from its decorators, or the site, to its end) holds one
+    of `lines` (sorted)."""
+    import bisect
+
+    parent: dict[int, ast.AST] = {}
+    for node in ast.walk(tree):
+        for child in ast.iter_child_nodes(node):
+            parent[id(child)] = node
+    out = []
+    for site in sites:
+        stmt = site
+        while not isinstance(stmt, ast.stmt) and id(stmt) in parent:
+            stmt = parent[id(stmt)]
+        lo = min(getattr(site, "lineno", 1), getattr(stmt, "lineno", 1))
+        for d in getattr(stmt, "decorator_list", ()):
+            lo = min(lo, d.lineno)
+        hi = max(getattr(site, "end_lineno", None) or lo, getattr(stmt, "end_lineno", None) or lo)
+        k = bisect.bisect_left(lines, lo)
+        if k < len(lines) and lines[k] <= hi:
+            out.append(site)
+    return out
 
 
 def _targets_of(node) -> list[str]:

@@ -353,6 +353,15 @@ class Rule(_VisitorBase):  # type: ignore[misc,valid-type]
             return True
         return any(all(s in text for s in group) for group in cls.requires)
 
+    @classmethod
+    def can_match_unit(cls, unit: Any, settings: Any = None) -> bool:
+        """The unit's pre-filter, after `can_match`, before the unit is parsed: False only
+        when the rule cannot report on the lines the unit judges (`unit.judged`; exact mode
+        judges the lines the patch gave, and a report elsewhere is dropped).  A rule whose
+        reports stand on statements it can find cheaply (PA206/PA207's sites) overrides
+        it; the findings with and without it are compared (tests/test_exact_speed_invariants.py)."""
+        return True
+
 
 def is_rule_class(obj: Any, module_name: str) -> bool:
     """Whether `obj` is a rule class defined in the module `module_name` (a subclass

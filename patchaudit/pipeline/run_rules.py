@@ -72,7 +72,10 @@ def _run_python_rules(
     active = [
         r
         for r in rules
-        if K_PYTHON in r.kinds and needs_met(r, engine=engine, tokenizer=tokenizer) and r.can_match(unit.text, settings)
+        if K_PYTHON in r.kinds
+        and needs_met(r, engine=engine, tokenizer=tokenizer)
+        and r.can_match(unit.text, settings)
+        and r.can_match_unit(unit, settings)
     ]
     out_pre = _precomputed(unit, active, settings)  # takes out the rules it answers for
     if not active:
