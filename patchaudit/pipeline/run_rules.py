@@ -65,18 +65,23 @@ def run_python_rules(
     )
 
 
+def _active(unit, rules: list[type[Rule]], settings: Settings, tokenizer: Any) -> list[type[Rule]]:
+    """The Python rules whose needs the unit meets and whose pre-filters keep it."""
+    return [
+        r
+        for r in rules
+        if K_PYTHON in r.kinds
+        and needs_met(r, engine=unit.engine, tokenizer=tokenizer)
+        and r.can_match(unit.text, settings)
+        and r.can_match_unit(unit, settings)
+    ]
+
+
 def _run_python_rules(
     unit, rules: list[type[Rule]], settings: Settings, result: FileResult, tokenizer: Any = None
 ) -> list[Finding]:
     engine = unit.engine
-    active = [
-        r
-        for r in rules
-        if K_PYTHON in r.kinds
-        and needs_met(r, engine=engine, tokenizer=tokenizer)
-        and r.can_match(unit.text, settings)
-        and r.can_match_unit(unit, settings)
-    ]
+    active = _active(unit, rules, settings, tokenizer)
     out_pre = _precomputed(unit, active, settings)  # takes out the rules it answers for
     if not active:
         return out_pre
