@@ -71,29 +71,50 @@ def may_have_sites(text: str, packages: Iterable[str], lines: Iterable[int] | No
     packages = tuple(packages)
     if not can_match(text, packages):
         return False
-    from patchaudit.inputs.pyast import parse
-
-    tree = parse(text)  # (kept: the unit's check after the text's parses it once)
-    if tree is None:
+    got = _engine_sites(text, packages)
+    if got is None:
         return True  # let libcst decide (and report) on text ast cannot read
-    prefixes = tuple(p + "." for p in packages)
-    names, binds, sites = _scan(tree, packages)
+    tree, sites = got
     if lines is not None:
         sites = _on_lines(tree, sites, sorted(set(lines)))
-        if not sites:
-            return False
+    return bool(sites)
 
-    def mentions(expr) -> bool:
-        return _mentions(expr, names, packages, prefixes)
 
-    changed = True
-    while changed:
-        changed = False
-        for tgts, value in binds:
-            if not set(tgts) <= names and _aliasable(value) and mentions(value):
-                names.update(tgts)
-                changed = True
-    return any(mentions(s) for s in sites)
+#: the last texts' (tree, sites that mention an engine name): PA206 and PA207 ask the
+#: same of a file, and a unit's judged-lines check follows its text's
+_SITES: dict[tuple[str, tuple[str, ...]], tuple | None] = {}
+_SITES_KEPT = 2
+
+
+def _engine_sites(text: str, packages: tuple[str, ...]) -> tuple | None:
+    """(the ast tree, the possible sites whose expression mentions an engine name), or
+    None when ast cannot read the text."""
+    key = (text, packages)
+    if key in _SITES:
+        return _SITES[key]
+    from patchaudit.inputs.pyast import parse
+
+    tree = parse(text)
+    got = None
+    if tree is not None:
+        prefixes = tuple(p + "." for p in packages)
+        names, binds, sites = _scan(tree, packages)
+
+        def mentions(expr) -> bool:
+            return _mentions(expr, names, packages, prefixes)
+
+        changed = True
+        while changed:
+            changed = False
+            for tgts, value in binds:
+                if not set(tgts) <= names and _aliasable(value) and mentions(value):
+                    names.update(tgts)
+                    changed = True
+        got = (tree, [s for s in sites if mentions(s)])
+    if len(_SITES) >= _SITES_KEPT:
+        _SITES.pop(next(iter(_SITES)))
+    _SITES[key] = got
+    return got
 
 
 def _on_lines(tree, sites: list, lines: list[int]) -> list:
