@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import json
 import os
-import textwrap
-import zipfile
 from pathlib import Path
+
+from test_monkeypatch import build_wheel, write_tree  # (tests/ is on sys.path)
 
 from patchaudit.files import observe
 from patchaudit.testing import invoke_in
@@ -42,22 +42,6 @@ ENGINE = {
 }
 
 
-def _wheel(path: Path) -> Path:
-    with zipfile.ZipFile(path, "w") as zf:
-        for rel, text in ENGINE.items():
-            zf.writestr(rel, text)
-        zf.writestr("sglang-0.5.2.dist-info/METADATA", "Name: sglang\nVersion: 0.5.2\n")
-        zf.writestr("sglang-0.5.2.dist-info/RECORD", "")
-    return path
-
-
-def _write(root: Path, files: dict[str, str]) -> None:
-    for rel, text in files.items():
-        p = root / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(textwrap.dedent(text), encoding="utf-8")
-
-
 def _check(root: Path, wheel: Path) -> list[tuple[str, str]]:
     args = ["check", "--format", "json", "--select", "PA206,PA207", "--engine", f"sglang={wheel}", "fork/sgl/old_patch"]
     res = invoke_in(root, args)
@@ -68,7 +52,7 @@ def _check(root: Path, wheel: Path) -> list[tuple[str, str]]:
 def test_a_cached_result_holds_only_while_what_its_analysis_read_is_unchanged(tmp_path, monkeypatch):
     monkeypatch.setattr(observe, "RACY_NS", 0)  # the files were written a moment ago
     root = tmp_path / "proj"
-    _write(
+    write_tree(
         root,
         {
             "fork/__init__.py": "",
@@ -77,7 +61,7 @@ def test_a_cached_result_holds_only_while_what_its_analysis_read_is_unchanged(tm
             "fork/sgl/old_patch/engine.py": OLD_PATCH,
         },
     )
-    wheel = _wheel(tmp_path / "sglang-0.5.2-py3-none-any.whl")
+    wheel = build_wheel(tmp_path / "sglang-0.5.2-py3-none-any.whl", ENGINE, "sglang", "0.5.2")
     # imported on 0.5.2: its missing target is reported
     assert _check(root, wheel) == [("PA206", "engine.py")]
     assert _check(root, wheel) == [("PA206", "engine.py")]  # from the cache
@@ -98,7 +82,7 @@ def test_the_files_an_analysis_reads_are_its_reads(tmp_path, monkeypatch):
     from patchaudit.pipeline.parallel import cacheable
 
     root = tmp_path / "proj"
-    _write(root, {"pkg/__init__.py": "", "pkg/mod.py": "x = 1\n"})
+    write_tree(root, {"pkg/__init__.py": "", "pkg/mod.py": "x = 1\n"})
     mod, init = str(root / "pkg/mod.py"), str(root / "pkg/__init__.py")
     plain = analyse.analyse_file(SourceFile(mod, "python"), Settings())
     assert plain.reads == () and cacheable(plain)
