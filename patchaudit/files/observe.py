@@ -9,8 +9,10 @@ folders) makes the observation `unstable`: such a run is not replayed
 (pipeline/replay.py).
 
 Only this process's notes count: a forked worker's are lost with it, so what a
-worker reads must also be read, or its path noted, here (the scan reads every
-file's bytes in the main process; the pre-pass stats every module here).
+worker reads must come back to be noted here.  The scan reads every file's bytes in
+the main process, and each file's analysis observes its own reads and returns them
+with its result (`FileResult.reads`, noted by the scan); the pre-pass stats every
+module here.
 
 `signature(path)` is what identifies a path's state without reading it: device,
 inode, type and mode, size, modification and change time (`st_ctime` is set by
