@@ -193,7 +193,6 @@ def test_what_cannot_be_replayed_is_not_recorded(tree):
     seen = observe.Observed()
     seen.unstable = "it ran git"
     assert not replay.record(seen, RunResult())
-    assert not replay.record(seen, RunResult())
     # a deterministic error (a syntax error) is part of the recorded result
     assert replay.record(observe.Observed(), RunResult(errors=[FileError("a.py", "syntax error", 1)]))
 
@@ -253,3 +252,21 @@ def test_a_listing_is_remembered_while_its_folders_are_unchanged(tree, monkeypat
     (tree / "rl" / "rollout.py").write_text(ROLLOUT + "# again\n", encoding="utf-8")
     _run(["rl/rollout.py"])
     assert [a for a in calls if a[0] == [str(tree)]] == walks
+
+
+def test_a_fix_run_is_never_a_replay(tree, monkeypatch):
+    """--fix and --diff re-check in memory with the run's settings (its whole-repository
+    view among them): they run the check; a plain check asks the record."""
+    from patchaudit.pipeline import replay as replay_module
+    from patchaudit.testing import invoke_in
+
+    asked: list = []
+    real = replay_module.Replay.result
+    monkeypatch.setattr(replay_module.Replay, "result", lambda self: asked.append(1) or real(self))
+    (tree / "rl" / "env.py").write_text('import os\nos.environ["SGLANG_MM_AVOID_RETOKENIZE"] = "0"\n')
+    diff = invoke_in(tree, ["check", "--diff", "--unsafe-fixes", "--select", "PA104", "rl/env.py"])
+    assert '+os.environ["SGLANG_MM_AVOID_RETOKENIZE"] = "1"' in diff.stdout, diff.output
+    assert asked == []
+    invoke_in(tree, ["check", "--select", "PA104", "rl/env.py"])
+    assert asked == [1]
+
