@@ -6,6 +6,8 @@ can."""
 from __future__ import annotations
 
 import ast
+import bisect
+import functools
 import re
 from typing import Any, Iterable
 
@@ -74,54 +76,51 @@ def may_have_sites(text: str, packages: Iterable[str], lines: Iterable[int] | No
     got = _engine_sites(text, packages)
     if got is None:
         return True  # let libcst decide (and report) on text ast cannot read
-    tree, sites = got
-    if lines is not None:
-        sites = _on_lines(tree, sites, sorted(set(lines)))
-    return bool(sites)
+    if lines is None or not got[1]:
+        return bool(got[1])
+    judged = sorted(set(lines))
+    for lo, hi in _site_spans(text, packages):
+        k = bisect.bisect_left(judged, lo)
+        if k < len(judged) and judged[k] <= hi:
+            return True
+    return False
 
 
-#: the last texts' (tree, sites that mention an engine name): PA206 and PA207 ask the
-#: same of a file, and a unit's judged-lines check follows its text's
-_SITES: dict[tuple[str, tuple[str, ...]], tuple | None] = {}
-_SITES_KEPT = 2
-
-
+# (PA206 and PA207 ask the same of a file, and a unit's judged-lines check follows its
+# text's: the last two texts' answers are kept)
+@functools.lru_cache(maxsize=2)
 def _engine_sites(text: str, packages: tuple[str, ...]) -> tuple | None:
     """(the ast tree, the possible sites whose expression mentions an engine name), or
     None when ast cannot read the text."""
-    key = (text, packages)
-    if key in _SITES:
-        return _SITES[key]
     from patchaudit.inputs.pyast import parse
 
     tree = parse(text)
-    got = None
-    if tree is not None:
-        prefixes = tuple(p + "." for p in packages)
-        names, binds, sites = _scan(tree, packages)
+    if tree is None:
+        return None
+    prefixes = tuple(p + "." for p in packages)
+    names, binds, sites = _scan(tree, packages)
 
-        def mentions(expr) -> bool:
-            return _mentions(expr, names, packages, prefixes)
+    def mentions(expr) -> bool:
+        return _mentions(expr, names, packages, prefixes)
 
-        changed = True
-        while changed:
-            changed = False
-            for tgts, value in binds:
-                if not set(tgts) <= names and _aliasable(value) and mentions(value):
-                    names.update(tgts)
-                    changed = True
-        got = (tree, [s for s in sites if mentions(s)])
-    if len(_SITES) >= _SITES_KEPT:
-        _SITES.pop(next(iter(_SITES)))
-    _SITES[key] = got
-    return got
+    changed = True
+    while changed:
+        changed = False
+        for tgts, value in binds:
+            if not set(tgts) <= names and _aliasable(value) and mentions(value):
+                names.update(tgts)
+                changed = True
+    return tree, tuple(s for s in sites if mentions(s))
 
 
-def _on_lines(tree, sites: list, lines: list[int]) -> list:
-    """The sites whose statement (from its decorators, or the site, to its end) holds one
-    of `lines` (sorted)."""
-    import bisect
-
+@functools.lru_cache(maxsize=2)
+def _site_spans(text: str, packages: tuple[str, ...]) -> tuple[tuple[int, int], ...]:
+    """(first, last) line of each site's statement, from its decorators, or the site, to
+    its end: the recognizer's report on the site lies within it."""
+    got = _engine_sites(text, packages)
+    if got is None:
+        return ()
+    tree, sites = got
     parent: dict[int, ast.AST] = {}
     for node in ast.walk(tree):
         for child in ast.iter_child_nodes(node):
@@ -135,10 +134,8 @@ def _on_lines(tree, sites: list, lines: list[int]) -> list:
         for d in getattr(stmt, "decorator_list", ()):
             lo = min(lo, d.lineno)
         hi = max(getattr(site, "end_lineno", None) or lo, getattr(stmt, "end_lineno", None) or lo)
-        k = bisect.bisect_left(lines, lo)
-        if k < len(lines) and lines[k] <= hi:
-            out.append(site)
-    return out
+        out.append((lo, hi))
+    return tuple(out)
 
 
 def _targets_of(node) -> list[str]:

@@ -26,7 +26,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["RACY_NS", "Observed", "holds", "note", "observing", "racy", "signature", "signed", "unstable"]
+__all__ = ["RACY_NS", "Observed", "holds", "note", "observing", "racy", "noted", "signature", "signed", "unstable"]
 
 #: a path changed less than this long before a moment is not trusted to show a later
 #: change in its signature: timestamps come from a coarse clock (~1-10 ms), a network
@@ -105,3 +105,14 @@ def signed(paths, since_ns: int) -> tuple | None:
 def holds(sigs) -> bool:
     """Whether every (path, signature) of `sigs` is still the path's signature."""
     return all(signature(path) == sig for path, sig in sigs)
+
+
+def noted(sigs: tuple | None) -> tuple | None:
+    """`sigs` ((path, signature), ...) read elsewhere (a worker's analysis), noted for the
+    current runs; None (a read that changed while it was read) makes them unstable."""
+    if sigs is None:
+        unstable("a file an analysis read changed while it was read")
+        return None
+    for path, _ in sigs:
+        note(path)
+    return sigs

@@ -63,6 +63,7 @@ import sys
 import time
 from typing import Any
 
+from patchaudit.files.observe import holds, noted
 from patchaudit.pipeline.pool import WINDOW, Pool, mp_context
 from patchaudit.pipeline.triage import Triage
 
@@ -455,7 +456,7 @@ class _Scan:
             self.pending.clear()
 
     def finish(self, i: int, fr) -> None:
-        _reads_hold(fr)  # (noted for a replay)
+        noted(getattr(fr, "reads", ()))  # what its analysis read: a replay depends on it
         self.results[i] = fr
         d = self.digests[i]
         if self.cache is not None and d is not None and cacheable(fr):
@@ -543,19 +544,10 @@ def _eager_pool(files: list, jobs: int, cache, triage: Triage, metas: list) -> b
 
 
 def _reads_hold(fr) -> bool:
-    """Whether the other files `fr`'s analysis read (`FileResult.reads`) are unchanged;
-    they are noted for the run either way (files/observe.py: a replay depends on them)."""
-    from patchaudit.files.observe import note, signature, unstable
-
-    reads = getattr(fr, "reads", ())
-    if reads is None:
-        unstable("a file an analysis read changed while it was read")
-        return False
-    held = True
-    for path, sig in reads:
-        note(path)
-        held = held and signature(path) == sig
-    return held
+    """Whether the other files a cached result's analysis read (`FileResult.reads`) are
+    unchanged; noted for the run either way (files/observe.py `noted`)."""
+    reads = noted(getattr(fr, "reads", ()))
+    return reads is not None and holds(reads)
 
 
 def _repo_key(settings, src, data: bytes) -> bytes:
