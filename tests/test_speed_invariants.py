@@ -273,8 +273,8 @@ def test_findings_same_with_cache_and_jobs(tmp_path, monkeypatch):
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the pool forks on Linux only")
 def test_eager_pool_for_cold_large_scans(tmp_path, monkeypatch):
-    """A cold scan of many files forks its workers before reading: same findings; a warm
-    one does not; an eager pool that gets no file is stopped without waiting for it."""
+    """A cold scan of many files forks its workers at its first heavy file: same findings;
+    a warm one does not; one with no heavy file starts no worker."""
     root = _tree(tmp_path / "tree")
     serial = _run(root, monkeypatch, jobs=1, cache=False)
     monkeypatch.setattr(parallel, "EAGER_MIN_FILES", 2)
@@ -284,14 +284,14 @@ def test_eager_pool_for_cold_large_scans(tmp_path, monkeypatch):
     warm = _run(root, monkeypatch, jobs=2, cache=True)
     assert not parallel.LAST_SCAN["eager"] and not parallel.LAST_SCAN["pool"]
     _same(serial, warm)
-    # nothing heavy (no file holds a rule's string): the idle workers are stopped
+    # nothing heavy (no file holds a rule's string): no worker is started
     plain = tmp_path / "plain"
     plain.mkdir()
     for k in range(3):
         (plain / f"m{k}.py").write_text(f"x = {k}\n")
     monkeypatch.chdir(plain)
     idle = run_check(["."], Settings(select=["ALL"], jobs=2, cache=False))
-    assert parallel.LAST_SCAN["eager"] and not parallel.LAST_SCAN["heavy"]
+    assert not parallel.LAST_SCAN["pool"] and not parallel.LAST_SCAN["heavy"]
     assert idle.files == 3 and not idle.findings and not idle.errors
 
 

@@ -19,8 +19,8 @@ each file, in the main process:
 The pool starts only once the heavy bytes seen pass `POOL_MIN_BYTES` (at the
 ~0.7 MB/s libcst parses per core, below that the pool's start-up and
 messaging cost more than they save), except on a cold scan of a large tree
-where forked workers start before the first file is read and import libcst
-while this process reads (`_eager_pool`).  When nobody gave the number of jobs,
+where forked workers start with the first heavy file and import libcst
+while this process reads on (`_eager_pool`).  When nobody gave the number of jobs,
 it is fitted to the CPUs no other task wants when the run starts
 (`adapted_jobs`: /proc/loadavg's runnable tasks, the fewest of three readings; the
 runner decides once, before the whole-repository pre-pass forks its workers).  With workers, a rule's own filter
@@ -355,8 +355,7 @@ def scan(
     run = _Scan(files, settings, metas, engines, tokenizer, cache, jobs, on_done)
     LAST_SCAN.clear()
     LAST_SCAN.update(pool=False, eager=False, jobs=jobs, heavy=0, light=0, cached=0, lost=0, restarts=0)
-    if _eager_pool(files, jobs, cache, run.triage, metas):
-        run.start_pool(eager=True)
+    run.eager = _eager_pool(files, jobs, cache, run.triage, metas)
     try:
         for i, src in enumerate(files):
             run.take(i, src)
@@ -399,6 +398,9 @@ class _Scan:
         self.pool: Pool | None = None
         self.pool_broken = False  # workers could not start: the rest runs here, no new pool
         self.submitted = False
+        #: fork the workers at the first heavy file, before there is enough heavy work to
+        #: measure (`_eager_pool`)
+        self.eager = False
 
     def rule_classes(self) -> list:
         if self.classes is None:
@@ -445,6 +447,11 @@ class _Scan:
             return
         if self.jobs == 1 or self.pool_broken:
             self.run_here(i, src, data)  # no pool will start: now, while the pre-filter's facts are fresh
+            return
+        if self.eager:  # a cold scan of a large tree: the workers start with its first heavy file
+            self.start_pool(eager=True)
+            self.submitted = True
+            self.submit(i, src, data)
             return
         self.pending.append((i, src, data))
         self.pending_bytes += len(data) if data is not None else 0
@@ -531,11 +538,13 @@ class _Scan:
 
 
 def _eager_pool(files: list, jobs: int, cache, triage: Triage, metas: list) -> bool:
-    """Whether to fork the workers before reading: a cold scan of a large tree with
-    forked workers (they cost ~10 ms to start; importing libcst costs 0.1 s, which they
-    then do while this process reads) and rules that parse.  A warm cache, a pre-commit
-    run's few files or a platform that spawns workers (a new interpreter each) wait for
-    heavy work as before."""
+    """Whether to fork the workers at the first heavy file, not once `POOL_MIN_BYTES` of
+    heavy work is pending: a cold scan of a large tree with forked workers (they cost
+    ~10 ms to start; importing libcst costs 0.1 s, which they then do while this process
+    reads on) and rules that parse.  Not before the first file: a scan whose files no
+    rule's strings are in (PA101 alone on verl) would pay for workers that get nothing.
+    A warm cache, a pre-commit run's few files or a platform that spawns workers (a new
+    interpreter each) wait for heavy work as before."""
     if jobs < 2 or len(files) < EAGER_MIN_FILES or mp_context().get_start_method() != "fork":
         return False
     if cache is not None and not cache.cold():
