@@ -12,6 +12,7 @@ import re
 from typing import Any, Iterable
 
 from patchaudit.engine.versions import DEFAULT_PACKAGES
+from patchaudit.inputs.pyast import walk
 
 # --------------------------------------------------------------------------
 # engine package names and the pre-filter
@@ -156,7 +157,7 @@ def _scan(tree, packages: tuple[str, ...]) -> tuple[set[str], list[tuple[list[st
     binds: list[tuple[list[str], ast.AST]] = []
     sites: list[ast.AST] = []
     mock_names: set[str] = {"patch", "mock"}
-    for node in ast.walk(tree):
+    for node in walk(tree):  # no context or operator leaves: none is a binding or a site
         if isinstance(node, ast.Import):
             for a in node.names:
                 if a.name.split(".", 1)[0] in packages:
@@ -174,7 +175,7 @@ def _scan(tree, packages: tuple[str, ...]) -> tuple[set[str], list[tuple[list[st
             if node.value is not None:
                 binds.append(([n for t in tgts for n in _targets_of(t)], node.value))
             for t in tgts:
-                if any(isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) for n in ast.walk(t)):
+                if any(isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) for n in walk(t)):
                     sites.append(t)
                 elif isinstance(t, ast.Subscript):  # X.__dict__["f"] = ..., vars(X)["f"] = ...
                     sites.append(t.value)
@@ -195,7 +196,7 @@ def _scan(tree, packages: tuple[str, ...]) -> tuple[set[str], list[tuple[list[st
 
 
 def _mentions(expr, names: set[str], packages: tuple[str, ...], prefixes: tuple[str, ...]) -> bool:
-    for n in ast.walk(expr):
+    for n in walk(expr):
         if isinstance(n, ast.Name) and n.id in names:
             return True
         if (

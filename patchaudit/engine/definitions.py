@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ast
 import bisect
-import warnings
 from dataclasses import dataclass, field
 from typing import Iterator
 
@@ -197,16 +196,9 @@ def _decorators(node) -> list[str]:
 def parse_python(text: str) -> ast.Module | None:
     """`ast.parse(text)`, or None when it does not parse or is over the parse budget
     (`max-parse-size`, patchaudit/inputs/pyast.py): a huge engine file is not indexed."""
-    from patchaudit.inputs.pyast import over_limit
+    from patchaudit.inputs import pyast
 
-    if over_limit(text) is not None:
-        return None
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
+    return pyast.parse(text)  # shared with the pre-filters that read the same text
 
 
 def index_module(path: str, text: str, module: str | None = None, tree: ast.Module | None = None) -> ModuleIndex:

@@ -26,8 +26,14 @@ import warnings
 
 #: what ast.parse raises on text it cannot read (deep nesting included)
 PARSE_ERRORS = (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError)
+#: `parse`'s trees, least recently asked first: kept while they hold at most
+#: `_CACHE_CHARS` characters of text, and the last `_CACHE_SIZE` whatever their size (an
+#: `ast` tree takes about 30 bytes a character: ~30 MB at most).  Exact mode asks about
+#: an engine file as patched, its slice and its definitions in turn, a few texts apart
 _CACHE: dict[str, "ast.Module | None"] = {}
 _CACHE_SIZE = 4
+_CACHE_CHARS = 1_000_000
+_CACHED_CHARS = [0]
 
 #: default `max-parse-size`: about 1.3-1.6 GB and a minute or two of libcst with every rule
 DEFAULT_MAX_PARSE_SIZE = 2 * 1024 * 1024
@@ -86,15 +92,20 @@ def parse_uncached(text: str) -> ast.Module | None:
 
 
 def parse(text: str) -> ast.Module | None:
-    """`ast.parse(text)`, or None when ast cannot read it; the last few texts are kept."""
+    """`ast.parse(text)`, or None when ast cannot read it; the texts asked about last are
+    kept (`_CACHE`).  The tree is shared: its readers never change it."""
     if over_limit(text) is not None:
         return None  # never parsed, never kept
     if text in _CACHE:
-        return _CACHE[text]
+        tree = _CACHE.pop(text)
+        _CACHE[text] = tree  # the most recent again
+        return tree
     tree = parse_uncached(text)
-    if len(_CACHE) >= _CACHE_SIZE:
-        _CACHE.pop(next(iter(_CACHE)))
     _CACHE[text] = tree
+    _CACHED_CHARS[0] += len(text)
+    while len(_CACHE) > _CACHE_SIZE and _CACHED_CHARS[0] > _CACHE_CHARS:
+        _CACHED_CHARS[0] -= len(next(iter(_CACHE)))
+        _CACHE.pop(next(iter(_CACHE)))
     return tree
 
 

@@ -207,6 +207,6 @@ def emptied(text: str, lines: list[str], keep, max_share: float) -> str | None:
     if kept_chars > max_share * len(text):
         return None
     cut = "".join(out)
-    if pyast.parse_uncached(cut) is None:
+    if pyast.parse(cut) is None:  # kept: exact mode's pre-filters ask about the slice next
         return None
     return cut

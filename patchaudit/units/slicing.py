@@ -47,6 +47,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import Iterable, cast
 
+from patchaudit.inputs.pyast import walk
 from patchaudit.units.prune import emptied, split_lines
 
 #: exact mode slices patched files only while this is True (tests switch it off to compare)
@@ -99,7 +100,7 @@ def _uses(nodes: Iterable[ast.AST], names: set[str], rebinds: set[str] | None = 
     """The identifiers and attribute names `nodes` use (into `names`), and the names they
     declare `global` (into `rebinds`)."""
     for top in nodes:
-        for n in ast.walk(top):
+        for n in walk(top):  # no context or operator leaves: they name nothing
             if isinstance(n, ast.Name):
                 names.add(n.id)
             elif isinstance(n, ast.Attribute):
