@@ -2,8 +2,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import libcst as cst
-
 from patchaudit.analysis.signatures import (
     CallTarget,
     bind_problems,
@@ -158,6 +156,9 @@ class CallSignatureDrift(Rule):
     severity = Severity.ERROR
     kinds = frozenset({PYTHON})
     needs = frozenset({"engine-pair"})
+    #: the calls and definitions come from the engine's `ast` index of the patched file
+    #: (pipeline/bump_audit.py): no libcst tree is read
+    reads_tree = False
     #: [tool.patchaudit.rules.PA204]: the share of upstream's own call sites (in NEW) that must
     #: pass a parameter this call leaves out, at least that many sites, and whether call sites
     #: in tests count
@@ -273,7 +274,7 @@ class CallSignatureDrift(Rule):
         if not isinstance(opts["include-tests"], bool):
             raise ValueError(f"{table} include-tests: expected true or false, got {opts['include-tests']!r}")
 
-    def visit_Module(self, node: cst.Module) -> None:
+    def check_python(self) -> None:
         pair = unit_pair(self.unit)
         if pair is None:
             return

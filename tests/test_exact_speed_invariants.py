@@ -349,3 +349,24 @@ def test_the_monkeypatch_rules_skip_units_without_a_site_on_their_judged_lines(
     visits.clear()
     assert _check(tmp_path, engine, patch) == gated, name
     assert visits  # without the gate they run on every unit that names the engine
+
+
+def test_a_rule_that_reads_no_tree_costs_no_libcst_parse(tmp_path, monkeypatch):
+    """PA204 judges a patched file from the engine's `ast` index (`reads_tree = False`):
+    bump runs it on every patched engine file without libcst parsing one, and it still
+    reports what its examples say."""
+    import libcst
+
+    from patchaudit.testing import check_example, run_example
+
+    rule = rule_index()["PA204"].load()
+    assert rule.reads_tree is False
+    parses = []
+    real = libcst.parse_module
+    monkeypatch.setattr(libcst, "parse_module", lambda *a, **k: parses.append(1) or real(*a, **k))
+    for i, ex in enumerate(rule.INVALID):
+        check_example(rule, True, ex, tmp_path / f"invalid{i}")
+    assert not parses
+    # the finding's symbol in the engine file comes from `ast` as it did from libcst
+    mine, _, _ = run_example(rule, rule.INVALID[0], tmp_path / "symbol")
+    assert mine and all(f.target is not None and f.target.symbol for f in mine)

@@ -162,6 +162,10 @@ class Rule(_VisitorBase):  # type: ignore[misc,valid-type]
     #: empties: patchaudit/units/slicing.py states what it keeps; the dataflow rules,
     #: whose flows run through callers and class attributes, are not.
     sliceable: ClassVar[bool] = False
+    #: False: the rule reads no libcst tree (it judges the unit's text with `ast` and the
+    #: engine, from `check_python`); a unit only such rules run on is not parsed with libcst
+    #: (PA204: bump's call-signature audit, on every patched engine file)
+    reads_tree: ClassVar[bool] = True
     #: whole-repository dataflow (patchaudit/pipeline/repo_index.py, docs/dataflow.md): before
     #: the per-file pass the rule's `summarise` runs on every module its `exports` accepts,
     #: to a fixed point, and its analysis of each file sees the others' summaries
@@ -262,6 +266,10 @@ class Rule(_VisitorBase):  # type: ignore[misc,valid-type]
         )
 
     # ----- hooks for non-Python units --------------------------------------
+    def check_python(self) -> None:  # pragma: no cover - overridden
+        """The whole judgement of a rule that does not read the tree (`reads_tree`)."""
+        raise NotImplementedError
+
     def check_text(self, unit: "TextUnit") -> None:  # pragma: no cover - overridden
         """Called for text units (shell, Dockerfile, YAML, .env, hunks of such files)."""
 

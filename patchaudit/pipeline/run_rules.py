@@ -85,29 +85,20 @@ def _run_python_rules(
     out_pre = _precomputed(unit, active, settings)  # takes out the rules it answers for
     if not active:
         return out_pre
+    treeless = [r for r in active if not r.reads_tree]
+    active = [r for r in active if r.reads_tree]
     # libcst costs ~600 bytes of memory a byte and ~0.7 MB/s: a text over the parse budget
     # is reported and never parsed (patchaudit/inputs/pyast.py; can_match did not parse it)
-    if _too_large(unit, settings, result):
+    if _too_large(unit, settings, result) or _too_deep(unit, settings, result):
         return []
     import libcst as cst
 
     from patchaudit.analysis.lazy_metadata import metadata_wrapper, visit_rules
 
-    # libcst's native parser overflows the C stack (SIGSEGV) on deep nesting: refuse first
-    from patchaudit.units.nesting import too_deep
-
-    deep = too_deep(unit.text, settings.max_nesting)
-    if deep is not None:
-        info = unit.info(deep[0])
-        result.errors.append(
-            FileError(
-                unit.path,
-                f"Python nested too deeply: about {deep[1]} levels, over the "
-                f"limit of {settings.max_nesting} (max-nesting); not analysed",
-                info.line if info else unit_line(unit),
-            )
-        )
-        return []
+    if not active:  # only rules that read no tree: libcst only says why a text ast cannot read
+        if pyast_readable(unit, result):
+            return out_pre + _run_treeless(unit, treeless, settings, tokenizer, result)
+        return out_pre
     # local rules (Rule.local) run on the unit pruned to their statements, the others on
     # the whole unit; a rule that only reads the module (the dataflow rules) then no
     # longer makes PA101's visit_Call walk every node of the file
@@ -152,7 +143,47 @@ def _run_python_rules(
             if inst.crash is not None:
                 result.errors.append(FileError(unit.path, f"rule {inst.code} crashed: {inst.crash!r}", unit_line(unit)))
             out.extend(_to_findings(unit, type(inst), inst.reports))
-    return out_pre + out
+    return out_pre + out + _run_treeless(unit, treeless, settings, tokenizer, result)
+
+
+def pyast_readable(unit, result: FileResult) -> bool:
+    """Whether a unit the rules that read no tree run on alone is one they would have run
+    on with the others: it parses (with `ast`, kept for the rules' own reading; else with
+    libcst, which reports why, as it does for every rule)."""
+    from patchaudit.inputs import pyast
+
+    if pyast.parse(unit.text) is not None:
+        return True
+    import libcst as cst
+
+    try:
+        unit.parse()
+    except cst.ParserSyntaxError as exc:
+        if unit.mode == "file":
+            result.errors.append(FileError(unit.path, f"cannot parse Python: {exc.message}", exc.raw_line))
+        return False
+    except RecursionError:
+        result.errors.append(
+            FileError(unit.path, "Python nested too deeply to parse (recursion limit)", unit_line(unit))
+        )
+        return False
+    return True
+
+
+def _run_treeless(unit, rules: list[type[Rule]], settings: Settings, tokenizer: Any, result) -> list[Finding]:
+    """The rules that read no tree (`Rule.reads_tree`), each on its own: a crash is the rule's."""
+    out: list[Finding] = []
+    for r in rules:
+        inst = _instance(r, unit, settings, unit.engine, tokenizer, result)
+        if inst is None:
+            continue
+        try:
+            inst.check_python()
+        except Exception as exc:
+            result.errors.append(FileError(unit.path, f"rule {r.code} crashed: {exc!r}", unit_line(unit)))
+            continue
+        out.extend(_to_findings(unit, r, inst.reports))
+    return out
 
 
 def _precomputed(unit, active: list, settings: Settings) -> list[Finding]:
@@ -170,6 +201,27 @@ def _precomputed(unit, active: list, settings: Settings) -> list[Finding]:
             active.remove(r)
             out.extend(_to_findings(unit, r, reports))
     return out
+
+
+def _too_deep(unit, settings: Settings, result: FileResult) -> bool:
+    """Whether the unit's text nests deeper than `max-nesting` (libcst's native parser
+    overflows the C stack, SIGSEGV, on deep nesting: refused first); if so the error is
+    on `result`."""
+    from patchaudit.units.nesting import too_deep
+
+    deep = too_deep(unit.text, settings.max_nesting)
+    if deep is None:
+        return False
+    info = unit.info(deep[0])
+    result.errors.append(
+        FileError(
+            unit.path,
+            f"Python nested too deeply: about {deep[1]} levels, over the "
+            f"limit of {settings.max_nesting} (max-nesting); not analysed",
+            info.line if info else unit_line(unit),
+        )
+    )
+    return True
 
 
 def _too_large(unit, settings: Settings, result: FileResult) -> bool:
