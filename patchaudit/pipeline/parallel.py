@@ -448,7 +448,10 @@ class _Scan:
         if self.jobs == 1 or self.pool_broken:
             self.run_here(i, src, data)  # no pool will start: now, while the pre-filter's facts are fresh
             return
-        if self.eager:  # a cold scan of a large tree: the workers start with its first heavy file
+        if self.eager and mp_context().get_start_method() == "fork":
+            # a cold scan of a large tree: the workers start with its first heavy file (asked
+            # here, not before reading: multiprocessing is ~6 ms of imports a scan with no
+            # heavy file does without)
             self.start_pool(eager=True)
             self.submitted = True
             self.submit(i, src, data)
@@ -545,8 +548,8 @@ def _eager_pool(files: list, jobs: int, cache, triage: Triage, metas: list) -> b
     rule's strings are in (PA101 alone on verl) would pay for workers that get nothing.
     A warm cache, a pre-commit run's few files or a platform that spawns workers (a new
     interpreter each) wait for heavy work as before."""
-    if jobs < 2 or len(files) < EAGER_MIN_FILES or mp_context().get_start_method() != "fork":
-        return False
+    if jobs < 2 or len(files) < EAGER_MIN_FILES:
+        return False  # (whether the platform forks is asked at the first heavy file: `take`)
     if cache is not None and not cache.cold():
         return False
     return any(triage.runnable(m) and ("python" in m.kinds or "patch" in m.kinds) for m in metas)
