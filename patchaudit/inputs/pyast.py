@@ -101,12 +101,21 @@ def parse(text: str) -> ast.Module | None:
         _CACHE[text] = tree  # the most recent again
         return tree
     tree = parse_uncached(text)
+    remember(text, tree)
+    return tree
+
+
+def remember(text: str, tree: ast.Module | None) -> None:
+    """Keep `tree`, `parse(text)`'s tree parsed earlier and kept by its caller (exact
+    mode's patched file, asked about again once its unit's rules run), as the most recent."""
+    if text in _CACHE:
+        _CACHE.pop(text)
+    else:
+        _CACHED_CHARS[0] += len(text)
     _CACHE[text] = tree
-    _CACHED_CHARS[0] += len(text)
     while len(_CACHE) > _CACHE_SIZE and _CACHED_CHARS[0] > _CACHE_CHARS:
         _CACHED_CHARS[0] -= len(next(iter(_CACHE)))
         _CACHE.pop(next(iter(_CACHE)))
-    return tree
 
 
 #: fields whose values are never nodes with children worth visiting: the context and
