@@ -370,3 +370,38 @@ def test_a_rule_that_reads_no_tree_costs_no_libcst_parse(tmp_path, monkeypatch):
     # the finding's symbol in the engine file comes from `ast` as it did from libcst
     mine, _, _ = run_example(rule, rule.INVALID[0], tmp_path / "symbol")
     assert mine and all(f.target is not None and f.target.symbol for f in mine)
+
+
+def test_the_patched_file_is_parsed_once_however_small_the_ast_cache(tmp_path, monkeypatch):
+    """Exact mode builds every unit of a patch before the rules run on the first; the
+    patched file's `ast` tree is handed back to pyast's cache then (`pyast.remember`), so
+    the pre-filters do not parse it again, even with a cache that keeps a single text."""
+    import ast as stdlib_ast
+
+    from patchaudit.inputs import pyast
+
+    # a decode and an encode: the dataflow rules' `ast` gates read the whole patched file
+    utils = UTILS + "\n\ndef roundtrip(tokenizer, ids):\n    return tokenizer.encode(tokenizer.decode(ids))\n"
+    engine = write(tmp_path / "engine", engine_files(utils))
+    patch = monkeypatching_patch(utils)
+    patched = utils.replace(
+        "def install():\n",
+        "def install():\n    Scheduler.handle = _replacement\n    Scheduler.no_such_method = _replacement\n",
+    )
+    parsed: list[str] = []
+    real = stdlib_ast.parse
+    monkeypatch.setattr(pyast, "_CACHE_SIZE", 1)
+    monkeypatch.setattr(pyast, "_CACHE_CHARS", 0)
+    monkeypatch.setattr(pyast, "_CACHE", {})
+    monkeypatch.setattr(pyast, "_CACHED_CHARS", [0])
+    shared.clear()
+
+    def counting(src, *a, **k):
+        if src == patched:
+            parsed.append(src)
+        return real(src, *a, **k)
+
+    monkeypatch.setattr(stdlib_ast, "parse", counting)
+    found = _check(tmp_path, engine, patch)
+    assert sorted(f["code"] for f in found) == ["PA206", "PA207"]
+    assert len(parsed) == 1, f"the patched file was parsed {len(parsed)} times"

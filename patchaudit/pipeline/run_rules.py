@@ -55,12 +55,6 @@ def run_python_rules(
     (patchaudit/units/exact_unit.py, patchaudit/units/slicing.py), the others on all of it."""
     from patchaudit.units.exact_unit import ExactPythonUnit
 
-    if isinstance(unit, ExactPythonUnit) and unit.patched_tree is not None:
-        from patchaudit.inputs import pyast
-
-        # the pre-filters ask `ast` about the patched text: the tree its unit was built with
-        # (exact mode builds every unit of a patch before the rules run on the first)
-        pyast.remember(unit.text, unit.patched_tree)
     sliceable = [r for r in rules if r.sliceable and K_PYTHON in r.kinds]
     part = unit.sliced() if sliceable and isinstance(unit, ExactPythonUnit) else None
     if part is None:
@@ -87,6 +81,12 @@ def _run_python_rules(
     unit, rules: list[type[Rule]], settings: Settings, result: FileResult, tokenizer: Any = None
 ) -> list[Finding]:
     engine = unit.engine
+    if getattr(unit, "patched_tree", None) is not None:
+        from patchaudit.inputs import pyast
+
+        # the pre-filters ask `ast` about the patched text: the tree its unit was built with
+        # (exact mode builds every unit of a patch before the rules run on the first)
+        pyast.remember(unit.text, unit.patched_tree)
     active = _active(unit, rules, settings, tokenizer)
     out_pre = _precomputed(unit, active, settings)  # takes out the rules it answers for
     if not active:
