@@ -405,3 +405,22 @@ def test_the_patched_file_is_parsed_once_however_small_the_ast_cache(tmp_path, m
     found = _check(tmp_path, engine, patch)
     assert sorted(f["code"] for f in found) == ["PA206", "PA207"]
     assert len(parsed) == 1, f"the patched file was parsed {len(parsed)} times"
+
+
+def test_no_slice_for_rules_whose_pre_filter_refuses_the_file(tmp_path, sliceable_monkeypatch_rules):
+    """A patched file with no monkey-patch site on the patch's lines: PA206/PA207's
+    pre-filter refuses the whole file, so it refuses its slice, which is not made."""
+    engine = write(tmp_path / "engine", engine_files())
+    n = UTILS.splitlines().index("def install():") + 1
+    patch = (
+        "--- a/python/sglang/srt/utils.py\n+++ b/python/sglang/srt/utils.py\n"
+        f"@@ -{n},2 +{n},2 @@\n"
+        " def install():\n"
+        "-    return os.getpid()\n"
+        "+    return os.getppid()\n"
+    )
+    before = slicing.STATS["sliced"]
+    assert _check(tmp_path, engine, patch) == []
+    assert slicing.STATS["sliced"] == before
+    assert _check(tmp_path, engine, monkeypatching_patch())  # the sites' patch still finds
+    assert slicing.STATS["sliced"] > before

@@ -56,13 +56,30 @@ def run_python_rules(
     from patchaudit.units.exact_unit import ExactPythonUnit
 
     sliceable = [r for r in rules if r.sliceable and K_PYTHON in r.kinds]
-    part = unit.sliced() if sliceable and isinstance(unit, ExactPythonUnit) else None
+    part = None
+    if sliceable and isinstance(unit, ExactPythonUnit):
+        # a pre-filter that refuses the whole file refuses its slice (whose statements and
+        # lines are the file's): no slice is made for rules that would refuse it
+        _hand_back(unit)
+        sliceable = _active(unit, sliceable, settings, tokenizer)
+        rules = [r for r in rules if not r.sliceable or r in sliceable]
+        part = unit.sliced() if sliceable else None
     if part is None:
         return _run_python_rules(unit, rules, settings, result, tokenizer)
     rest = [r for r in rules if r not in sliceable]
     return _run_python_rules(unit, rest, settings, result, tokenizer) + _run_python_rules(
         part, sliceable, settings, result, tokenizer
     )
+
+
+def _hand_back(unit) -> None:
+    """The pre-filters ask `ast` about an exact unit's patched text: give pyast the tree
+    the unit was built with (exact mode builds every unit of a patch before the rules run
+    on the first, and the slice's parse comes between)."""
+    if getattr(unit, "patched_tree", None) is not None:
+        from patchaudit.inputs import pyast
+
+        pyast.remember(unit.text, unit.patched_tree)
 
 
 def _active(unit, rules: list[type[Rule]], settings: Settings, tokenizer: Any) -> list[type[Rule]]:
@@ -81,12 +98,7 @@ def _run_python_rules(
     unit, rules: list[type[Rule]], settings: Settings, result: FileResult, tokenizer: Any = None
 ) -> list[Finding]:
     engine = unit.engine
-    if getattr(unit, "patched_tree", None) is not None:
-        from patchaudit.inputs import pyast
-
-        # the pre-filters ask `ast` about the patched text: the tree its unit was built with
-        # (exact mode builds every unit of a patch before the rules run on the first)
-        pyast.remember(unit.text, unit.patched_tree)
+    _hand_back(unit)
     active = _active(unit, rules, settings, tokenizer)
     out_pre = _precomputed(unit, active, settings)  # takes out the rules it answers for
     if not active:
