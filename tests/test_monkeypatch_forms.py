@@ -298,3 +298,57 @@ def test_optional_parameters_shifted_behind_kwargs_go_by_keyword():
     assert mp.compare_params(orig, repl) == []
     # without **kwargs, `cos_sin=` fails and a positional call binds it to `bias`
     assert "a call passing `cos_sin=` fails" in " ".join(mp.compare_params(orig, repl[:2]))
+
+
+SITE_SHAPES = '''\
+import sglang.srt.managers.scheduler as sch
+from unittest import mock
+
+
+@mock.patch.object(sch.Scheduler, "run")
+def decorated(m):
+    sch.Scheduler.a = 1; sch.Scheduler.b = 2
+    return m
+
+
+class Holder:
+    @staticmethod
+    @mock.patch("sglang.srt.utils.get_bool_env_var")
+    def method(m):
+        try:
+            setattr(sch.Scheduler, "c", 3)
+        except (sch.Missing, ValueError) as exc:
+            sch.Scheduler.d = exc
+        else:
+            with mock.patch.object(sch, "X"):
+                fs = [setattr(sch.Scheduler, n, 1) for n in "ef"]
+        finally:
+            pass
+        return fs
+
+
+match holder:
+    case Holder() if setattr(sch.Scheduler, "g", 4) is None:
+        sch.Scheduler.h = lambda self: sch.Scheduler.i
+    case _:
+        vars(sch.Scheduler)["j"] = 5
+'''
+
+
+def test_a_sites_statement_by_position_is_its_parent_statement():
+    """The monkey-patch pre-filter finds a site's statement by position
+    (`monkeypatch_filter._statement_of`): the same statement as the site's first
+    statement ancestor, on decorators, `;`, except clauses, comprehensions, match cases."""
+    import ast
+
+    from patchaudit.analysis import monkeypatch_filter as mf
+
+    tree = ast.parse(SITE_SHAPES)
+    _, _, sites = mf._scan(tree, ("sglang",))
+    parent = {id(c): n for n in ast.walk(tree) for c in ast.iter_child_nodes(n)}
+    assert len(sites) >= 11
+    for site in sites:
+        stmt = site
+        while not isinstance(stmt, ast.stmt):
+            stmt = parent[id(stmt)]
+        assert mf._statement_of(tree, site) is stmt, ast.dump(site)[:80]

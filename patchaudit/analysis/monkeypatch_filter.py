@@ -122,21 +122,46 @@ def _site_spans(text: str, packages: tuple[str, ...]) -> tuple[tuple[int, int], 
     if got is None:
         return ()
     tree, sites = got
-    parent: dict[int, ast.AST] = {}
-    for node in ast.walk(tree):
-        for child in ast.iter_child_nodes(node):
-            parent[id(child)] = node
     out = []
     for site in sites:
-        stmt = site
-        while not isinstance(stmt, ast.stmt) and id(stmt) in parent:
-            stmt = parent[id(stmt)]
+        stmt = _statement_of(tree, site)
         lo = min(getattr(site, "lineno", 1), getattr(stmt, "lineno", 1))
         for d in getattr(stmt, "decorator_list", ()):
             lo = min(lo, d.lineno)
         hi = max(getattr(site, "end_lineno", None) or lo, getattr(stmt, "end_lineno", None) or lo)
         out.append((lo, hi))
     return tuple(out)
+
+
+def _statement_of(tree: ast.Module, node: ast.AST) -> ast.AST:
+    """The innermost statement that holds expression `node`: found by position, going down
+    the statement lists only (statements nest and siblings never overlap; a decorator is
+    its definition's), not by walking every node of the file for its parents."""
+    at = (node.lineno, node.col_offset)  # type: ignore[attr-defined]
+    end = (node.end_lineno or node.lineno, node.end_col_offset or 0)  # type: ignore[attr-defined]
+    found: ast.AST = tree
+    body: list = tree.body
+    while body:
+        inner = None
+        for stmt in body:
+            first = min(
+                [(stmt.lineno, stmt.col_offset)] + [(d.lineno, d.col_offset - 1) for d in stmt.decorator_list]
+                if hasattr(stmt, "decorator_list")
+                else [(stmt.lineno, stmt.col_offset)]
+            )
+            if first <= at and end <= (stmt.end_lineno or stmt.lineno, stmt.end_col_offset or 0):
+                inner = stmt
+                break
+        if inner is None:
+            break
+        found = inner
+        body = [
+            s
+            for f in ("body", "orelse", "finalbody", "handlers", "cases")
+            for x in getattr(inner, f, None) or ()
+            for s in (x.body if isinstance(x, (ast.ExceptHandler, ast.match_case)) else [x])
+        ]
+    return found
 
 
 def _targets_of(node) -> list[str]:
