@@ -109,14 +109,14 @@ def _run_python_rules(
     # is reported and never parsed (patchaudit/inputs/pyast.py; can_match did not parse it)
     if _too_large(unit, settings, result) or _too_deep(unit, settings, result):
         return []
+    if not active:  # only rules that read no tree: libcst only says why a text ast cannot read
+        if _readable(unit, result):
+            return out_pre + _run_treeless(unit, treeless, settings, tokenizer, result)
+        return out_pre
     import libcst as cst
 
     from patchaudit.analysis.lazy_metadata import metadata_wrapper, visit_rules
 
-    if not active:  # only rules that read no tree: libcst only says why a text ast cannot read
-        if pyast_readable(unit, result):
-            return out_pre + _run_treeless(unit, treeless, settings, tokenizer, result)
-        return out_pre
     # local rules (Rule.local) run on the unit pruned to their statements, the others on
     # the whole unit; a rule that only reads the module (the dataflow rules) then no
     # longer makes PA101's visit_Call walk every node of the file
@@ -164,7 +164,7 @@ def _run_python_rules(
     return out_pre + out + _run_treeless(unit, treeless, settings, tokenizer, result)
 
 
-def pyast_readable(unit, result: FileResult) -> bool:
+def _readable(unit, result: FileResult) -> bool:
     """Whether a unit the rules that read no tree run on alone is one they would have run
     on with the others: it parses (with `ast`, kept for the rules' own reading; else with
     libcst, which reports why, as it does for every rule)."""
