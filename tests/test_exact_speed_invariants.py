@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -424,3 +425,71 @@ def test_no_slice_for_rules_whose_pre_filter_refuses_the_file(tmp_path, sliceabl
     assert slicing.STATS["sliced"] == before
     assert _check(tmp_path, engine, monkeypatching_patch())  # the sites' patch still finds
     assert slicing.STATS["sliced"] > before
+
+
+# --------------------------------------------------------------------------
+# the scan's pool in exact mode
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the pool forks on Linux only")
+def test_exact_mode_patches_weigh_what_they_patch_and_go_largest_first(tmp_path, monkeypatch):
+    """A patch checked against an engine costs the engine files it patches: its bytes count
+    EXACT_PATCH_WEIGHT times toward the pool's threshold, the patches are taken largest
+    first and each waits for an idle worker; the findings are those of one job."""
+    from patchaudit.config.settings import EngineSpec
+    from patchaudit.pipeline import parallel, triage
+    from patchaudit.pipeline.runner import run_check
+
+    engine = write(tmp_path / "engine", engine_files())
+    patches = tmp_path / "patches"
+    patches.mkdir()
+    small = monkeypatching_patch()
+    (patches / "a-small.patch").write_text(small)
+    (patches / "b-large.patch").write_text(
+        small.replace("Scheduler.no_such_method", "Scheduler.also_missing") + "\n" * 400
+    )
+    total = sum(p.stat().st_size for p in patches.iterdir())
+    # unweighted, the patches are too little for a pool; weighted, enough
+    monkeypatch.setattr(parallel, "POOL_MIN_BYTES", 2 * total)
+    order: list[str] = []
+    take = parallel._Scan.take
+    monkeypatch.setattr(parallel._Scan, "take", lambda self, i, src: order.append(src.path) or take(self, i, src))
+
+    def run(jobs: int):
+        order.clear()
+        settings = Settings(cache=False, jobs=jobs, engines=[EngineSpec("sglang", str(engine))])
+        res = run_check([str(patches)], settings)
+        return sorted(json.dumps(f.to_json(), sort_keys=True) for f in res.findings), list(order)
+
+    one, _ = run(1)
+    assert not parallel.LAST_SCAN["pool"]
+    two, taken = run(2)
+    assert parallel.LAST_SCAN["pool"] and parallel.LAST_SCAN["heavy"] == 2
+    assert [os.path.basename(p) for p in taken] == ["b-large.patch", "a-small.patch"]
+    assert two == one and len(one) >= 2
+    monkeypatch.setattr(triage, "EXACT_PATCH_WEIGHT", 1)
+    run(2)
+    assert not parallel.LAST_SCAN["pool"]
+
+
+def test_a_task_that_waits_for_an_idle_worker():
+    """`Pool.submit(task, alone=True)`: the task goes only to a worker with nothing in
+    flight; the others fill the workers up to WINDOW as before."""
+    from collections import deque
+    from types import SimpleNamespace
+
+    from patchaudit.pipeline import pool as poolmod
+
+    p = object.__new__(poolmod.Pool)
+    p.queue, p.alone = deque(), set()
+    p.workers = [SimpleNamespace(inflight=[], ready=False) for _ in range(2)]
+    p._write = lambda w, task: None
+    big1, big2, big3, light = ("big1",), ("big2",), ("big3",), ("light",)
+    for t in (big1, big2, big3):
+        p.submit(t, alone=True)
+    assert [w.inflight for w in p.workers] == [[big1], [big2]] and list(p.queue) == [big3]
+    p.workers[1].inflight.clear()  # big2 is done
+    p._dispatch()
+    assert p.workers[1].inflight == [big3] and not p.queue
+    p.submit(light)
+    assert len(p.workers[0].inflight) + len(p.workers[1].inflight) == 3  # beside a long one

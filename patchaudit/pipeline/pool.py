@@ -86,6 +86,8 @@ class Pool:
         self.codes = codes
         self.workers: list[Worker] = []
         self.queue: deque = deque()  # tasks no worker has yet
+        #: the tasks (by id) that go only to a worker with nothing in flight (`submit`)
+        self.alone: set[int] = set()
         self.broken = False  # workers cannot start: the caller takes over
         self.finished = 0
         self.deaths = 0
@@ -164,16 +166,25 @@ class Pool:
     def busy(self) -> int:
         return len(self.queue) + sum(len(w.inflight) for w in self.workers)
 
-    def submit(self, task) -> None:
+    def submit(self, task, alone: bool = False) -> None:
+        """Queue `task`; with `alone`, a long task (a patch in exact mode: seconds, where a
+        file is milliseconds) that waits for an idle worker instead of queueing behind
+        another long one while a worker is free."""
+        if alone:
+            self.alone.add(id(task))
         self.queue.append(task)
         self._dispatch()
 
     def _dispatch(self) -> None:
         while self.queue:
-            w = min(self.workers, key=lambda w: len(w.inflight), default=None)
+            if id(self.queue[0]) in self.alone:
+                w = next((w for w in self.workers if not w.inflight), None)
+            else:
+                w = min(self.workers, key=lambda w: len(w.inflight), default=None)
             if w is None or len(w.inflight) >= WINDOW:
                 return
             task = self.queue.popleft()
+            self.alone.discard(id(task))
             w.inflight.append(task)
             if len(w.inflight) == 1 and w.ready:
                 w.started = time.monotonic()
