@@ -117,3 +117,16 @@ def test_text_ast_cannot_read_falls_back_to_libcst():
     text = "\ufeffclass A:\n    def f(self):\n        return 1\n"  # a byte order mark: ast refuses the str
     module = cst.parse_module(text)
     assert _symbol_ranges(module, text) == _cst_symbol_ranges(module) == [(1, 3, "A"), (2, 3, "A.f")]
+
+
+def test_the_engine_index_shares_the_walk_with_decorators_in():
+    """A hunk's symbol (the engine index's `symbol_at`, engine/definitions.py) comes from the
+    same walk, its spans starting at the decorators: a hunk on a decorator line is the
+    definition's; a definition inside a `match` case is found there too."""
+    from patchaudit.engine.definitions import index_module
+
+    idx = index_module("m.py", SHAPES)
+    lines = SHAPES.splitlines()
+    assert idx.symbol_at(lines.index("@functools.cache") + 1) == "decorated"
+    assert idx.symbol_at(lines.index("            return x") + 1) == "in_case"
+    assert idx.symbol_at(lines.index("            return Local") + 1) == "Outer.prop.inner"

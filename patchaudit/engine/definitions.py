@@ -127,7 +127,7 @@ class ModuleIndex:
             return None
         spans = self._spans
         if spans is None:
-            spans = self._spans = _definition_spans(self.tree)
+            spans = self._spans = definition_spans(self.tree)
         i = bisect.bisect_right(spans[0], line) - 1
         while i >= 0:
             start, end, name, parent = spans[1][i]
@@ -142,23 +142,25 @@ class ModuleIndex:
         )
 
 
-def _definition_spans(tree: ast.AST) -> tuple[list[int], list[tuple[int, int, str, int]]]:
+def definition_spans(tree: ast.AST, decorators: bool = True) -> tuple[list[int], list[tuple[int, int, str, int]]]:
     """(starts, [(start, end, qualified name, index of the enclosing span or -1)]),
-    sorted by start: every class and function, decorators included, found through
-    compound statements (`if`, `try`, `with`, ...) as well.  Definitions nest or
-    are disjoint, so the innermost one around a line is the last span starting
-    at or before it, or one of that span's parents."""
+    sorted by start: every class and function, from its decorators (or, without
+    `decorators`, from its `def`/`class` line, as libcst's positions give a finding's
+    symbol: units/__init__.py), found through compound statements (`if`, `try`,
+    `with`, `match`, ...) as well.  Definitions nest or are disjoint, so the innermost
+    one around a line is the last span starting at or before it, or one of that
+    span's parents."""
     found: list[tuple[int, int, str, int]] = []
 
     def walk(node: ast.AST, prefix: str, parent: int) -> None:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                start = min([child.lineno] + [d.lineno for d in child.decorator_list])
+                start = min([child.lineno] + ([d.lineno for d in child.decorator_list] if decorators else []))
                 end = getattr(child, "end_lineno", None) or child.lineno
                 name = f"{prefix}.{child.name}" if prefix else child.name
                 found.append((start, end, name, parent))
                 walk(child, name, len(found) - 1)
-            elif hasattr(child, "body") or isinstance(child, (ast.If, ast.Try, ast.With)):
+            elif hasattr(child, "body") or isinstance(child, (ast.If, ast.Try, ast.With, ast.Match)):
                 walk(child, prefix, parent)
 
     walk(tree, "", -1)

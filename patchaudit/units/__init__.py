@@ -11,7 +11,6 @@ mapping for every report of every rule, in one place.
 
 from __future__ import annotations
 
-import ast
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -179,7 +178,7 @@ class PythonUnit(Unit):
         best = None
         for start, end, name in self._symbols:
             if start <= line <= end:
-                best = name  # ranges are nested in pre-order: the last hit is the innermost
+                best = name  # parents come first: the last hit is the innermost
         if best and self.outer_symbol and "." not in best and self.mode == "fragment":
             return f"{self.outer_symbol}.{best}"
         return best or self.outer_symbol
@@ -206,37 +205,23 @@ def clear_handed() -> None:
 
 def _symbol_ranges(module, text: str) -> list[tuple[int, int, str]]:
     """(first line, last line, dotted name) of every class and function, parents first;
-    from `text`'s `ast` tree when ast reads it (the lines libcst's positions give, from
-    the `def` or `class` line, decorators out, to the last line of the body: the same
-    on every file of SGLang 0.5.15.post1 and verl 0.9.1; a tenth of the cost of libcst's
-    position metadata on a large engine file), else from `module`, libcst's parse of
-    `text` or of a text with the same lines (pruned: what was dropped holds no finding),
-    or None when no rule that reads the tree ran (PA204's units are not parsed)."""
+    from `text`'s `ast` tree when ast reads it (the engine index's `definition_spans`,
+    from the `def` or `class` line, decorators out, to the last line of the body: the
+    lines libcst's positions give, on every file of SGLang 0.5.15.post1, verl, trl and
+    slime; a tenth of the cost of libcst's position metadata on a large engine file),
+    else from `module`, libcst's parse of `text` or of a text with the same lines
+    (pruned: what was dropped holds no finding), or none when no rule that reads the
+    tree ran (PA204's units are not parsed)."""
+    from patchaudit.engine.definitions import definition_spans
     from patchaudit.inputs import pyast
 
     tree = pyast.parse(text)
-    if tree is None:  # a byte order mark, a fragment only libcst reads...
-        return _cst_symbol_ranges(module) if module is not None else []
-    out: list[tuple[int, int, str]] = []
-    defs = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-
-    def block(body: list, prefix: str) -> None:
-        for node in body:
-            if isinstance(node, defs):
-                name = f"{prefix}.{node.name}" if prefix else node.name
-                out.append((node.lineno, node.end_lineno or node.lineno, name))
-                block(node.body, name)
-                continue
-            for f in ("body", "handlers", "orelse", "finalbody", "cases"):
-                sub = getattr(node, f, None)
-                if type(sub) is list:
-                    block(sub, prefix)
-
-    try:
-        block(tree.body, "")
-    except RecursionError:
-        return _cst_symbol_ranges(module) if module is not None else []
-    return out
+    if tree is not None:
+        try:
+            return [(s, e, name) for s, e, name, _ in definition_spans(tree, decorators=False)[1]]
+        except RecursionError:
+            pass
+    return _cst_symbol_ranges(module) if module is not None else []
 
 
 def _cst_symbol_ranges(module) -> list[tuple[int, int, str]]:
