@@ -133,14 +133,8 @@ def _run_python_rules(
                 batches.append((pruned, local))
         if rest:
             batches.insert(0, (full, rest))
-    except cst.ParserSyntaxError as exc:
-        if unit.mode == "file":
-            result.errors.append(FileError(unit.path, f"cannot parse Python: {exc.message}", exc.raw_line))
-        return []
-    except RecursionError:
-        result.errors.append(
-            FileError(unit.path, "Python nested too deeply to parse (recursion limit)", unit_line(unit))
-        )
+    except (cst.ParserSyntaxError, RecursionError) as exc:
+        _unparsed(unit, exc, result)
         return []
     result.parsed += 1
     out: list[Finding] = []
@@ -176,16 +170,22 @@ def _readable(unit, result: FileResult) -> bool:
 
     try:
         unit.parse()
-    except cst.ParserSyntaxError as exc:
-        if unit.mode == "file":
-            result.errors.append(FileError(unit.path, f"cannot parse Python: {exc.message}", exc.raw_line))
+    except (cst.ParserSyntaxError, RecursionError) as exc:
+        _unparsed(unit, exc, result)
         return False
-    except RecursionError:
+    return True
+
+
+def _unparsed(unit, exc: BaseException, result: FileResult) -> None:
+    """The error of a unit libcst could not parse: a syntax error (a file's only: a hunk
+    or patched text that does not parse is the patch rules' to report) or the recursion
+    limit."""
+    if isinstance(exc, RecursionError):
         result.errors.append(
             FileError(unit.path, "Python nested too deeply to parse (recursion limit)", unit_line(unit))
         )
-        return False
-    return True
+    elif unit.mode == "file":
+        result.errors.append(FileError(unit.path, f"cannot parse Python: {exc.message}", exc.raw_line))  # type: ignore[attr-defined]
 
 
 def _run_treeless(unit, rules: list[type[Rule]], settings: Settings, tokenizer: Any, result) -> list[Finding]:
