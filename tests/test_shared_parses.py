@@ -199,3 +199,22 @@ def test_walk_is_ast_walk_without_the_leaves(chunk):
             continue
         want = [n for n in ast.walk(tree) if not isinstance(n, _LEAVES)]
         assert list(pyast.walk(tree)) == want
+
+
+@pytest.mark.parametrize("chunk", range(2))
+def test_children_are_iter_child_nodes_without_the_leaves(chunk):
+    """`pyast.children` gives `ast.iter_child_nodes` in its order, less the leaves, so
+    `symbols.calls_in` (which walks with it) yields the calls in the order it always did."""
+    from patchaudit.engine.symbols import calls_in
+
+    for text in _texts()[chunk::2]:
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            continue
+        calls = []
+        for node in ast.walk(tree):
+            want = [n for n in ast.iter_child_nodes(node) if not isinstance(n, _LEAVES)]
+            assert pyast.children(node) == want
+            calls += [n for n in want if isinstance(n, ast.Call)]
+        assert sorted(map(id, (c for c, _, _ in calls_in(tree)))) == sorted(map(id, calls))

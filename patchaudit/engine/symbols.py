@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from patchaudit.engine.definitions import ClassInfo, FuncInfo, ModuleIndex, Param
 from patchaudit.engine.shared import shared_index
-from patchaudit.inputs import astnames
+from patchaudit.inputs import astnames, pyast
 
 
 class EngineIndex:
@@ -354,7 +354,7 @@ def calls_in(tree: ast.AST):
     stack: list[tuple[ast.AST, str | None, str | None]] = [(tree, None, None)]
     while stack:
         node, cls, sym = stack.pop()
-        for child in ast.iter_child_nodes(node):
+        for child in pyast.children(node):
             c_cls, c_sym = cls, sym
             if isinstance(child, ast.ClassDef):
                 c_cls = f"{cls}.{child.name}" if cls else child.name

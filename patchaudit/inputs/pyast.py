@@ -126,6 +126,23 @@ _LEAF_FIELDS = frozenset({"ctx", "op", "ops", "id", "attr", "arg", "asname", "mo
 _CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
+def children(node: ast.AST) -> list[ast.AST]:
+    """`ast.iter_child_nodes(node)` (the same nodes, in its order) without the context and
+    operator leaves, which have no children and are never a call, name or constant."""
+    t = type(node)
+    fields = _CHILD_FIELDS.get(t)
+    if fields is None:
+        fields = _CHILD_FIELDS[t] = tuple(f for f in t._fields if f not in _LEAF_FIELDS)
+    out: list[ast.AST] = []
+    for f in fields:
+        v = getattr(node, f, None)
+        if type(v) is list:
+            out.extend(x for x in v if isinstance(x, ast.AST))
+        elif isinstance(v, ast.AST):
+            out.append(v)
+    return out
+
+
 def walk(node: ast.AST):
     """`ast.walk` (the same nodes, breadth first, in its order) without the context and
     operator leaves (`ast.Load`, `ast.Add`, `ast.Eq`...): the pre-filters look for names,
