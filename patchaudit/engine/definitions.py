@@ -160,7 +160,7 @@ def definition_spans(tree: ast.AST, decorators: bool = True) -> tuple[list[int],
                 name = f"{prefix}.{child.name}" if prefix else child.name
                 found.append((start, end, name, parent))
                 walk(child, name, len(found) - 1)
-            elif hasattr(child, "body") or isinstance(child, (ast.If, ast.Try, ast.With, ast.Match)):
+            elif hasattr(child, "body") or isinstance(child, ast.Match):  # a match holds `cases`
                 walk(child, prefix, parent)
 
     walk(tree, "", -1)
