@@ -29,7 +29,7 @@ def table(cells: list[Cell]) -> list[str]:
     for tree_key in dict.fromkeys(c.tree for c in cells):
         ref = find(cells, tree_key, "patchaudit", "PA101, cold, default jobs", exact=True)
         for c in (c for c in cells if c.tree == tree_key):
-            ratio = f"{c.median / ref.median:6.1f}x" if ref and c.tool != "patchaudit" else ""
+            ratio = f"{c.median / ref.median:6.1f}x" if ref and c.tool not in ("patchaudit", "floor") else ""
             rss = f"{c.peak_mb:6.0f} MB" if c.peak_mb is not None else ""
             out.append(
                 f"{c.tree:8} {c.tool:10} {c.config:50} {c.median:8.3f}s  {len(c.times):>4}  {rss:>9}  "
@@ -53,6 +53,13 @@ class Lines:
 
     def head(self, text: str) -> None:
         self.out.append(text)
+
+    def floor(self, cell: Cell | None, bound: float | None = None) -> None:
+        """Under the line before: the floor of that bound on this machine (bench/floors.py)."""
+        if cell is None:
+            return
+        room = f"; {bound - cell.median:+.3f}s of the bound left above it" if bound is not None else ""
+        self.out.append(f"         floor: {cell.median:.3f}s, {cell.config}: {cell.check}{room}")
 
 
 def _jobs_lines(cells: list[Cell], line: Lines) -> None:
@@ -109,6 +116,7 @@ def _rl_lines(cells: list[Cell], line: Lines) -> None:
             f"{t}: default rules cold under {BOUND_RL:g} s: {d.median:.3f}s" if d else f"{t}: default rules cold",
             d.median < BOUND_RL if d else None,
         )
+        line.floor(find(cells, t, "floor", "default rules cold"), BOUND_RL)
         line(
             f"{t}: default rules cold faster than the semgrep PA102 taint rule: {d.median:.2f}s vs "
             f"{taint.median:.2f}s (findings {d.findings} / PA102 {sum(f[2] == 'PA102' for f in d.found)} vs "
@@ -136,6 +144,7 @@ def _issue21(cells: list[Cell], line: Lines) -> None:
         else "default rules on SGLang vs semgrep",
         dflt.median <= sg.median if dflt and sg else None,
     )
+    line.floor(find(cells, "sglang", "floor", "default rules cold"), sg.median if sg else None)
     line(
         f"PA101 cold on SGLang >= 5x faster than semgrep: {sg.median / pa101.median:.1f}x"
         if pa101 and sg
@@ -155,6 +164,7 @@ def _issue21(cells: list[Cell], line: Lines) -> None:
         else "one changed file",
         one.median < BOUND_ONE if one else None,
     )
+    line.floor(find(cells, "sglang", "floor", "python + import libcst"), BOUND_ONE)
     exact = [c for c in cells if c.tree == "slime" and c.config.startswith("exact")]
     for c in exact:
         line(f"{c.config}: under {BOUND_EXACT:g} s per patch set: {c.median:.2f}s", c.median < BOUND_EXACT)
@@ -222,6 +232,7 @@ def _earlier(cells: list[Cell], line: Lines) -> None:
         f"one changed file under {BOUND_ONE_16:g} s (issue 16): {one.median:.3f}s" if one else "one changed file",
         one.median < BOUND_ONE_16 if one else None,
     )
+    line.floor(find(cells, "sglang", "floor", "python + import libcst"), BOUND_ONE_16)
     judged = [c for c in cells if c.check.startswith(("ok (", "DIFFERS")) or c.config.startswith("exact")]
     bad = [c for c in judged if c.check.startswith("DIFFERS") or "NOT APPLIED" in c.check]
     line(

@@ -298,3 +298,36 @@ def bump_rows(slime: Path, args, say: Say) -> None:
     )
     cell.findings = len(found)
     say(cell)
+
+
+# --------------------------------------------------------------------------
+# floors: what a libcst-based run cannot go below on this machine (bench/floors.py)
+
+FLOORS = BENCH / "floors.py"
+
+
+def start_floor(root: Path, path: str, args, say: Say, key: str) -> None:
+    """A fresh process that starts Python, imports libcst and parses `path`: the least the
+    one-changed-file row can take while the file's rules read its libcst tree."""
+    times, _, _ = interleaved([[PY, str(FLOORS), "start", path]], root, runs=args.repeat, budget=args.budget)[0]
+    say(Cell(key, "floor", "python + import libcst + parse of the changed file", times, "nothing else"))
+
+
+def scan_floor(key: str, root: Path, args, say: Say, jobs: int) -> None:
+    """The libcst parses and the dataflow interpreter of a cold 1-job run of the default
+    rules (single-threaded work), spread over `jobs` cores, plus a process importing libcst:
+    the least the default rules cold can take with today's pre-filters."""
+    imports, _, _ = interleaved([[PY, "-c", "import libcst"]], root, runs=args.repeat, budget=args.budget)[0]
+    run = timed([PY, str(FLOORS), "scan", "."], root)
+    if run.returncode != 0:
+        print(f"{key}: floor not measured ({run.stderr.strip()[-300:]})", flush=True)
+        return
+    got = json.loads(run.stdout)
+    start = sorted(imports)[len(imports) // 2]
+    floor = (got["parse"] + got["interpreter"]) / jobs + start
+    check = (
+        f"libcst parse {got['parse']:.2f}s ({got['parses']} parses, {got['parsed_bytes'] / 1e6:.2f} MB) + "
+        f"interpreter {got['interpreter']:.2f}s of a {got['wall']:.2f}s 1-job run, over {jobs} cores, "
+        f"+ {start:.2f}s to start with libcst"
+    )
+    say(Cell(key, "floor", f"default rules cold, parse + interpreter / {jobs} cores", [floor], check))

@@ -3,7 +3,7 @@
     python bench/run.py [--repeat 5] [--budget 60] [--jobs N]
                         [--trees sglang,verl,areal,openrlhf,trl,skyrl] [--load-trees sglang,verl]
                         [--slime PATH [--slime-sets v0.5.15.post1,...]] [--wheel-dir DIR]
-                        [--skip grep,parse,semgrep,fixit,patchaudit,load,exact,bump,selectivity]
+                        [--skip grep,parse,semgrep,fixit,patchaudit,load,exact,bump,selectivity,floors]
                         [--json FILE]
 
 Trees (wheels downloaded with pip into bench/data/ if absent, unpacked once; see
@@ -32,7 +32,11 @@ each run):
   sglang=WHEEL` (the recipe says which patch goes to which engine, in which order,
   applied with `git apply`), and `bump` of the v0.5.12.post1 patches from
   0.5.12.post1 to 0.5.15.post1;
-- the peak RSS of every patchaudit run.
+- the peak RSS of every patchaudit run;
+- floors (bench/floors.py): a process that only starts Python, imports libcst and parses
+  the changed file (the least the one-changed-file row can take), and per tree the libcst
+  parses and the dataflow interpreter of a cold 1-job run spread over the cores (the least
+  the default rules cold can take with today's pre-filters), printed under the bounds.
 Then every acceptance figure of issue 21 (and the bounds of issues 7 and 16) as
 PASS/FAIL.  Nothing here is asserted on time in the test suite.
 """
@@ -52,7 +56,18 @@ import bench_data
 from bench_accept import report
 from bench_data import BENCH, FULL_TREES, LITERAL, PLANT_FILE, RL_TREES, TREES, py_files, tree
 from bench_data import wheel as wheel  # bench/snapshot.py reaches the wheels and trees through run
-from bench_rows import bump_rows, exact_rows, findings_of, interleaved, jobs_cells, load_rows, pa_check, rl_rows
+from bench_rows import (
+    bump_rows,
+    exact_rows,
+    findings_of,
+    interleaved,
+    jobs_cells,
+    load_rows,
+    pa_check,
+    rl_rows,
+    scan_floor,
+    start_floor,
+)
 from bench_timing import Cell
 
 PY = sys.executable
@@ -223,6 +238,8 @@ def pa_rows(key: str, root: Path, planted, args, say) -> None:
                 rss=rss,
             )
         )
+        if "floors" not in args.skip:
+            start_floor(root, PLANT_FILE, args, say, key)
     finally:
         target.write_bytes(original)
 
@@ -268,7 +285,9 @@ def options() -> argparse.Namespace:
         help="a folder to copy wheels from before downloading them (repeatable)",
     )
     ap.add_argument(
-        "--skip", default="", help="comma-separated: grep,parse,semgrep,fixit,patchaudit,load,exact,bump,selectivity"
+        "--skip",
+        default="",
+        help="comma-separated: grep,parse,semgrep,fixit,patchaudit,load,exact,bump,selectivity,floors",
     )
     ap.add_argument("--semgrep", default="semgrep", help="the semgrep command (e.g. one in its own venv)")
     ap.add_argument("--fixit", default="fixit", help="the fixit command")
@@ -346,6 +365,8 @@ def main() -> int:
             bench_tree(key, args, jobs, say)
         if key in RL_TREES:
             rl_rows(key, args, say, jobs, patchaudit=key not in FULL_TREES)
+        if "patchaudit" not in args.skip and "floors" not in args.skip:
+            scan_floor(key, tree(key)[0], args, say, jobs)
     if "load" not in args.skip:
         for key in args.load_trees:
             load_rows(key, args, say)
