@@ -178,6 +178,31 @@ def start(sample: Sample, processor):
     sample.pixels = out["pixel_values"]
 """
 
+AGENT_STATE_BASE = """\
+class AgentState:
+    def __init__(self, messages, images):
+        self.messages = messages
+        self.images = images
+        self.prompt_ids = []
+        self.train_ids = []
+
+
+class StateLoopBase:
+    def pending(self, state):
+        out = self.processor(text=state.messages, images=state.images, return_tensors="pt")
+        state.prompt_ids = out["input_ids"][0].tolist()
+
+    def pending_for_training(self, state):
+        out = self.processor(text=state.messages, images=state.images, return_tensors="pt")
+        state.train_ids = out["input_ids"][0].tolist()
+        state.prompt_ids = self.tokenizer.apply_chat_template(state.messages, tokenize=True)
+"""
+
+FILL_STATE = """\
+def fill_prompt(state, processor):
+    state.prompt_ids = processor(text=state.prompt, images=state.images)["input_ids"][0].tolist()
+"""
+
 DATASET = """\
 def encode_prompt(processor, row):
     return processor(text=row["text"], images=row["images"])["input_ids"][0].tolist()
@@ -185,6 +210,22 @@ def encode_prompt(processor, row):
 
 
 VALID = [
+    Example(
+        """\
+        from state_base import AgentState, StateLoopBase
+
+
+        class PartialLoop(StateLoopBase):
+            async def run(self, messages, images):
+                state = AgentState(messages, images)
+                self.pending_for_training(state)
+                return await self.server_manager.generate_for_partial(
+                    request_id="r", prompt_ids=state.prompt_ids, image_data=state.images
+                )
+        """,
+        files={"state_base.py": AGENT_STATE_BASE},
+        title="repository: an inherited method keeps the processor ids for training, the engine gets the tokenizer's",
+    ),
     Example(CLEAN_SEED_SHAPE, title="seed shape with pre-expansion rollout ids for the engine"),
     Example(
         """\
@@ -425,6 +466,38 @@ VALID = [
 ]
 
 INVALID = [
+    Example(
+        """\
+        from fill import fill_prompt
+
+
+        async def run(engine, state, processor):
+            fill_prompt(state, processor)
+            return await engine.async_generate(input_ids=state.prompt_ids, image_data=state.images)
+        """,
+        files={"fill.py": FILL_STATE},
+        line=6,
+        contains="the SGLang engine",
+        title="repository: a function of another module stores the processor ids in its argument's field",
+    ),
+    Example(
+        """\
+        from state_base import AgentState, StateLoopBase
+
+
+        class PartialLoop(StateLoopBase):
+            async def run(self, messages, images):
+                state = AgentState(messages, images)
+                self.pending(state)
+                return await self.server_manager.generate_for_partial(
+                    request_id="r", prompt_ids=state.prompt_ids, image_data=state.images
+                )
+        """,
+        files={"state_base.py": AGENT_STATE_BASE},
+        line=9,
+        contains="the engine behind `self.server_manager.generate_for_partial()`",
+        title="repository: an inherited method of another module stores the processor ids in a state field",
+    ),
     Example(
         """\
         from agent_base import AgentLoopBase

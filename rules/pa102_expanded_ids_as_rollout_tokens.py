@@ -129,9 +129,10 @@ DEFAULTS: dict[str, list[str]] = {
     # its media key
     "vllm-ids-keys": ["prompt_token_ids"],
     "vllm-media-keys": ["multi_modal_data"],
-    # a framework's generate helper (`server.generate(prompt_ids=..., image_data=...)`): the
-    # callees (last name or dotted) and the ids keywords they take beside a media keyword
-    "request-calls": ["generate", "agenerate", "async_generate", "generate_request", "generate_async"],
+    # a framework's generate helper (`server.generate(prompt_ids=..., image_data=...)`,
+    # `server_manager.generate_for_partial(...)`): the callees (last name or dotted) and the
+    # ids keywords they take beside a media keyword
+    "request-calls": ["generate", "agenerate", "generate_*", "*_generate"],
     "request-call-ids-keys": ["prompt_ids", "input_ids", "prompt_token_ids"],
     # media tagged as already processed (SGLang's `{"format": "processor_output", ...}`): the
     # engine then expects expanded ids
@@ -482,10 +483,6 @@ class ExpandedIdsAsRolloutTokens(Rule):
         )
 
     @staticmethod
-    def _carriers(o: dict[str, Any]) -> list[str]:
-        return sorted({f.replace('["', ".").replace('"]', "").rsplit(".", 1)[-1] for f in o["token-fields"]})
-
-    @staticmethod
     def _seeded(ff: Any, o: dict[str, Any]) -> bool:
         """A function worth following parameter by parameter: it names a request's keys."""
         media = set(o["request-media-keys"]) | set(o["vllm-media-keys"])
@@ -495,11 +492,9 @@ class ExpandedIdsAsRolloutTokens(Rule):
     @staticmethod
     def _source_function(ff: Any, o: dict[str, Any]) -> bool:
         """A function that may hand processor ids to another module: it calls something named
-        like a processor (or a factory, or apply_chat_template) and returns a value or stores
-        into a rollout token field."""
-        carriers = ExpandedIdsAsRolloutTokens._carriers(o)
-        if not ff.returns and not any(matches(s, carriers) for s in ff.stores):
-            return False
+        like a processor (or a factory, or apply_chat_template).  What it returns, what it
+        stores into a rollout token field or into a parameter's field (`state.prompt_ids =
+        ...`, directly or through a call it passes the parameter to) may then carry them."""
         if not any(f in ff.words for f in o["ids-fields"]) and "apply_chat_template" not in ff.words:
             return False  # no processor ids in it
         names = [n for n in ff.words if matches(n, o["processor-names"]) and not matches(n, o["not-processor-names"])]

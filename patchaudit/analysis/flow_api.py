@@ -574,7 +574,7 @@ class FlowState:
         raise NotImplementedError  # flow_summaries
 
     def _invoke_foreign(
-        self, fs: FunctionSummary, bound: bool, args: list[Arg], node: cst.Call, line: "int | At"
+        self, fs: FunctionSummary, bound: bool, args: list[Arg], node: cst.Call, line: "int | At", env: Env, fr: Frame
     ) -> Value:
         raise NotImplementedError  # flow_summaries
 

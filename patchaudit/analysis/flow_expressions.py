@@ -284,7 +284,7 @@ class Expressions(FlowState):
         if resolved is not None:
             result = self._invoke(resolved[0], resolved[1], args, node, line, env, fr)
         elif self.repo is not None and (foreign := self._resolve_foreign(func, env, fr)) is not None:
-            result = self._invoke_foreign(foreign[0], foreign[1], args, node, line)
+            result = self._invoke_foreign(foreign[0], foreign[1], args, node, line, env, fr)
         else:
             result = self._builtin(node, name, receiver, receiver_path, args, line, env, fr)
         site = CallSite(

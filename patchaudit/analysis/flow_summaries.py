@@ -283,16 +283,20 @@ class Summaries(FlowState):
         return (fs, fs.signature.kind == "class") if fs is not None else None
 
     def _invoke_foreign(
-        self, fs: FunctionSummary, bound: bool, args: list[Arg], node: cst.Call, line: "int | At"
+        self, fs: FunctionSummary, bound: bool, args: list[Arg], node: cst.Call, line: "int | At", env: Env, fr: Frame
     ) -> Value:
         """A call of another module's function, by its summary: what it returns whatever
-        its arguments, what its parameters carry to its return, and the sinks they reach
-        inside it (reported here, at the argument, with the trace through the callee)."""
+        its arguments, what it stores into its parameters' fields, what its parameters carry
+        to its return, and the sinks they reach inside it (reported here, at the argument,
+        with the trace through the callee)."""
         where = f"`{fs.name}()` ({fs.path.replace(chr(92), '/').rsplit('/', 1)[-1]})"
         out = as_value(fs.returns).with_step(line, f"returned by {where}")
-        if not fs.param_returns and not fs.param_sinks:
+        if not fs.param_returns and not fs.param_sinks and not fs.param_stores:
             return out
-        for p, (v, anode) in self._bind(fs.signature, bound, args).items():
+        binding = self._bind(fs.signature, bound, args)
+        if fs.param_stores:
+            self._foreign_stores(fs, binding, where, line, env, fr)
+        for p, (v, anode) in binding.items():
             if not v:
                 continue
             passed = v.with_step(line, f"passed as `{p}` to {where}")
@@ -311,6 +315,20 @@ class Summaries(FlowState):
                         severity,
                     )
         return out
+
+    def _foreign_stores(self, fs: FunctionSummary, binding: dict, where: str, line: "int | At", env: Env, fr: Frame):
+        """`fill(state)` of another module storing a source's taint into `state.prompt_ids`:
+        the argument's field holds it after the call (as `_invoke` does for this module's own)."""
+        for p, fields in fs.param_stores.items():
+            got = binding.get(p)
+            apath = path_of(got[1].value) if got is not None and got[1] is not None else None
+            if apath is None:
+                continue
+            for rest, taints in fields:
+                target = apath + rest
+                v = as_value(taints).with_step(line, f"`{target}` set by {where}")
+                set_path(env, target, join(env.get(target, EMPTY), v))
+                self._remember(target, v, fr)
 
     def _seeds(self, fn: Function) -> dict[str, Value]:
         """Summary mode: each parameter of `fn` (not `self`/`cls`) as a symbolic taint of
@@ -357,6 +375,7 @@ class Summaries(FlowState):
                 returns,
                 {p: tuple(sorted(v, key=lambda e: e[:2])[:4]) for p, v in param_returns.items()},
                 sinks,
+                _param_stores(fn, seeded, path),
             )
             if not fs.empty():
                 out.functions[fn.qualname] = fs
@@ -365,6 +384,24 @@ class Summaries(FlowState):
             if taints:
                 out.carriers[name] = taints
         return out
+
+
+def _param_stores(fn: Function, summ: Summary | None, path: str) -> dict[str, tuple]:
+    """The concrete taints `fn` stores into its parameters' fields (not `self`/`cls`'s: a
+    class's fields are followed within its module): `FunctionSummary.param_stores`."""
+    if summ is None:
+        return {}
+    skip = fn.positional[0] if fn.kind in ("method", "class") and fn.positional else None
+    out: dict[str, tuple] = {}
+    for p, eff in summ.effects.items():
+        if p == skip:
+            continue
+        fields = tuple(
+            (rest, taints) for rest, v in sorted(eff.items()) if rest and (taints := taints_of(v, path, concrete=True))
+        )
+        if fields:
+            out[p] = fields
+    return out
 
 
 def add_steps(steps: tuple[Step, ...], more: tuple[Step, ...]) -> tuple[Step, ...]:

@@ -10,7 +10,13 @@ the module, a `FunctionSummary`:
   label (a helper `def to_ids(x): return list(x)`), with the steps inside it;
 - `param_sinks`: which parameters reach one of the spec's sinks inside it
   (`def build_payload(ids, images): return post({"input_ids": ids, "image_data":
-  images})`): the finding the spec would make, with the steps inside it.
+  images})`): the finding the spec would make, with the steps inside it;
+- `param_stores`: the taints it stores into its parameters' fields whatever its
+  arguments (`def fill(state): state.prompt_ids = processor(...)["input_ids"]`, an
+  agent loop's `_handle_pending_state(agent_data)`): the caller's argument gets
+  them (`agent_data.prompt_ids`), as a call of the module's own function gives them.
+  Only taints from sources inside it (not a parameter's taint stored into another
+  parameter's field) and only fields of parameters other than `self`/`cls`.
 
 Parameters are followed by seeding each (but `self`/`cls`) with a *symbolic*
 taint of every label in `FlowSpec.summary_labels`, whose origin names the
@@ -73,9 +79,19 @@ class FunctionSummary:
     param_returns: dict[str, tuple[tuple[str, str, tuple[Step, ...]], ...]] = field(default_factory=dict)
     #: parameter -> (label, message, steps inside the function, severity)
     param_sinks: dict[str, tuple[tuple[str, str, tuple[Step, ...], Any], ...]] = field(default_factory=dict)
+    #: parameter -> (the field under it, `.prompt_ids`; the taints stored there), sorted
+    param_stores: dict[str, tuple[tuple[str, tuple[Taint, ...]], ...]] = field(default_factory=dict)
 
     def empty(self) -> bool:
-        return not self.returns and not self.param_returns and not self.param_sinks
+        return not self.returns and not self.param_returns and not self.param_sinks and not self.param_stores
+
+    def stores_key(self) -> list:
+        """What a caller sees of `param_stores` (labels and origins; not the trace texts)."""
+        return [
+            (p, rest, sorted((l, repr(o)) for l, o, _ in taints))
+            for p, fields in sorted(self.param_stores.items())
+            for rest, taints in fields
+        ]
 
 
 @dataclass
@@ -93,6 +109,8 @@ class ModuleSummary:
             h.update(
                 repr((q, [(l, o) for l, o, _ in f.returns], sorted(f.param_returns), sorted(f.param_sinks))).encode()
             )
+            if f.param_stores:
+                h.update(repr(f.stores_key()).encode())
             h.update(pickle.dumps((f.param_returns, f.param_sinks), protocol=4))
         for c in sorted(self.carriers):
             h.update(repr((c, sorted((l, repr(o)) for l, o, _ in self.carriers[c]))).encode())
@@ -158,12 +176,12 @@ class RepoView:
 
     def sources(self) -> list[str]:
         """The words through which a module without a source of its own can get a taint: the
-        last name of every function whose return carries one whatever its arguments, and
-        every carrier field that holds one."""
+        last name of every function whose return carries one whatever its arguments, or
+        that stores one into a parameter's field, and every carrier field that holds one."""
         if self._sources is None:
             out: set[str] = set()
             for s in self.summaries.values():
-                out.update(q.rsplit(".", 1)[-1] for q, f in s.functions.items() if f.returns)
+                out.update(q.rsplit(".", 1)[-1] for q, f in s.functions.items() if f.returns or f.param_stores)
                 out.update(c for c, t in s.carriers.items() if t)
             self._sources = sorted(out)
         return self._sources
