@@ -212,6 +212,33 @@ def encode_prompt(processor, row):
 VALID = [
     Example(
         """\
+        def text_to_image(processor, prompt, target_images, url):
+            messages = [{"role": "user", "content": [{"type": "text", "text": prompt}]}]
+            inputs = processor.apply_chat_template(messages, tokenize=True, return_dict=True)
+            payload = {"input_ids": inputs["input_ids"][0].tolist(), "image_data": target_images}
+            return post(url, payload)
+        """,
+        title="a chat written in the code with text only: the processor expands no placeholder",
+    ),
+    Example(
+        """\
+        def generate_image(processor, prompt, images, url):
+            content = [{"type": "image", "image": img} for img in images or []]
+            content.append({"type": "text", "text": prompt})
+            inputs = processor.apply_chat_template(
+                [{"role": "user", "content": content}], tokenize=True, return_dict=True
+            )
+            grid = inputs["image_grid_thw"]
+            payload = {
+                "input_ids": inputs["input_ids"][0].tolist(),
+                "image_data": [{"image_grid_thw": grid.tolist()}],
+            }
+            return post(url, payload)
+        """,
+        title="media written as grid metadata only (GLM-Image's target grids): no image to expand",
+    ),
+    Example(
+        """\
         from state_base import AgentState, StateLoopBase
 
 
@@ -466,6 +493,27 @@ VALID = [
 ]
 
 INVALID = [
+    Example(
+        """\
+        def ask(processor, prompt, image, url):
+            messages = [{"role": "user", "content": [{"type": "text", "text": prompt}]}]
+            messages[0]["content"].append({"type": "image", "image": image})
+            inputs = processor.apply_chat_template(messages, tokenize=True, return_dict=True)
+            return post(url, {"input_ids": inputs["input_ids"][0].tolist(), "image_data": [image]})
+        """,
+        line=5,
+        title="a chat written as text, then given an image before the processor renders it",
+    ),
+    Example(
+        """\
+        def ask(processor, messages, image, grid, url):
+            inputs = processor.apply_chat_template(messages, tokenize=True, return_dict=True)
+            media = [{"image_grid_thw": grid, "image": image}]
+            return post(url, {"input_ids": inputs["input_ids"][0].tolist(), "image_data": media})
+        """,
+        line=4,
+        title="a media dict with grid metadata and the image itself",
+    ),
     Example(
         """\
         from fill import fill_prompt

@@ -5,6 +5,7 @@ from typing import Any, cast
 import libcst as cst
 from libcst.metadata import PositionProvider
 
+from patchaudit.analysis.chat_literals import dict_literals, metadata_only, text_only_chat
 from patchaudit.analysis.dataflow import (
     IDS,
     OBJECT,
@@ -137,6 +138,10 @@ DEFAULTS: dict[str, list[str]] = {
     # media tagged as already processed (SGLang's `{"format": "processor_output", ...}`): the
     # engine then expects expanded ids
     "preprocessed-formats": ["processor_output"],
+    # keys of a media dict that describe an image without holding one (SGLang GLM-Image's target
+    # grids, `image_data=[{"image_grid_thw": ...}]`): media written only as such dicts carry
+    # nothing for the engine to expand
+    "media-metadata-keys": ["image_grid_thw", "video_grid_thw"],
     # calls that collapse each image's repeated pad tokens back to one placeholder
     "collapse-functions": [
         "*dedup*image_token*",
@@ -217,6 +222,21 @@ class _Spec(FlowSpec):
                 return False
         return True
 
+    @staticmethod
+    def _text_chat(flow, site: CallSite) -> bool:
+        """`processor.apply_chat_template(messages, tokenize=True)` on a chat written in the code
+        with text only (analysis/chat_literals.py): no media item, no placeholder to expand."""
+        pos = site.positional()
+        arg = pos[0] if pos else site.keyword("conversation") or site.keyword("messages")
+        return arg is not None and text_only_chat(flow.module, site.node, arg.node.value)
+
+    def _holds_media(self, flow, value: Value, node: cst.BaseExpression | None) -> bool:
+        """A media argument that may carry an image: not tagged as preprocessed, not written as
+        grid metadata alone (`[{"image_grid_thw": ...}]`: nothing for the engine to expand)."""
+        if node is not None and metadata_only(node, self.o["media-metadata-keys"]):
+            return False
+        return not self._preprocessed(flow, value, node)
+
     def clean(self, flow, site: CallSite) -> bool:
         return matches(site.name, self.o["collapse-functions"])
 
@@ -229,7 +249,11 @@ class _Spec(FlowSpec):
         if site.receiver is None or site.name != "apply_chat_template":
             if self._is_processor(site.name, site.func) and not self._text_only(site):
                 out = flow.source(PROCESSOR_OUTPUT, site.node, f"multimodal processor output `{site.snippet()}`")
-        elif site.literal("tokenize") is True and (self._is_processor(receiver_name(site.node), site.receiver)):
+        elif (
+            site.literal("tokenize") is True
+            and self._is_processor(receiver_name(site.node), site.receiver)
+            and not self._text_chat(flow, site)
+        ):
             if site.literal("return_dict") is True:
                 out = flow.source(PROCESSOR_OUTPUT, site.node, f"multimodal processor output `{site.snippet()}`")
             else:
@@ -256,7 +280,7 @@ class _Spec(FlowSpec):
             if fe is not None and literal_value(getattr(fe.node, "value", fe.node)) in formats:
                 return True
         if node is not None:  # a literal in the call itself: image_data=[{"format": "processor_output"}]
-            for d in _dicts(node):
+            for d in dict_literals(node):
                 for el in d.elements:
                     if isinstance(el, cst.DictElement) and literal_value(el.key) == "format":
                         if literal_value(el.value) in formats:
@@ -271,7 +295,7 @@ class _Spec(FlowSpec):
             for a in site.args
             if a.keyword in self.media_keys
             and site.literal(a.keyword) is not None
-            and not self._preprocessed(flow, a.value, a.node.value)
+            and self._holds_media(flow, a.value, a.node.value)
         ]
         for a in site.args:
             if a.keyword is None or not self._sink_keyword(a.keyword, media, request_call):
@@ -311,7 +335,9 @@ class _Spec(FlowSpec):
             media = [
                 (k, fe)
                 for k, fe in obj.fields.items()
-                if k in self.media_keys and not fe.none and not self._preprocessed(flow, fe.value, None)
+                if k in self.media_keys
+                and not fe.none
+                and self._holds_media(flow, fe.value, getattr(fe.node, "value", fe.node))
             ]
             for key, fe in obj.fields.items():
                 if key not in self.ids_keys:
@@ -326,15 +352,6 @@ class _Spec(FlowSpec):
                         origin,
                         f"sent to the engine as `{key}` in a request that also carries `{mk}` (line {mfe.line})",
                     )
-
-
-def _dicts(node: cst.CSTNode) -> list[cst.Dict]:
-    """The dict literals of an argument (itself, or the elements of a list/tuple literal)."""
-    if isinstance(node, cst.Dict):
-        return [node]
-    if isinstance(node, (cst.List, cst.Tuple)):
-        return [e.value for e in node.elements if isinstance(e.value, cst.Dict)]
-    return []
 
 
 def check_options(opts: dict[str, Any], defaults: dict[str, Any]) -> None:
@@ -361,12 +378,15 @@ class ExpandedIdsAsRolloutTokens(Rule):
     engine request that also carries image data (a dict literal, a dict built by
     item assignment, or `input_ids=`/`image_data=` keywords).  The finding is at
     the sink and carries the whole trace from the processor call.  A text-only
-    tokenizer's ids, or a processor called with text only, are not a source.
+    tokenizer's ids, a processor called with text only, or a processor's chat
+    template applied to a chat written in the code with text only, are not a
+    source; media written only as grid metadata (`image_data=[{"image_grid_thw":
+    ...}]`, GLM-Image's target grids) hold no image to expand.
 
     Options (`[tool.patchaudit.rules.PA102]`, lists of names or fnmatch
     patterns): `processor-names`, `processor-annotations`,
     `not-processor-names`, `processor-factories`, `media-arguments`, `ids-fields`, `token-fields`,
-    `request-ids-keys`, `request-media-keys`.
+    `request-ids-keys`, `request-media-keys`, `media-metadata-keys`.
 
     ## Why is this bad?
     A multimodal processor expands every image placeholder into as many pad

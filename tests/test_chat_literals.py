@@ -1,0 +1,90 @@
+"""analysis/chat_literals.py: a chat written with text only, media written as grid metadata."""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+import pytest
+
+from patchaudit.analysis.chat_literals import metadata_only, text_only_chat
+
+
+def _call_and_arg(source: str) -> tuple[cst.Module, cst.Call, cst.BaseExpression]:
+    module = cst.parse_module(textwrap.dedent(source))
+    found: list[cst.Call] = []
+
+    class Find(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            if isinstance(node.func, cst.Attribute) and node.func.attr.value == "apply_chat_template":
+                found.append(node)
+
+    module.visit(Find())
+    (call,) = found
+    return module, call, call.args[0].value
+
+
+TEXT = '[{"role": "system", "content": "be brief"}, {"role": "user", "content": [{"type": "text", "text": p}]}]'
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        f"processor.apply_chat_template({TEXT}, tokenize=True)",
+        f"m = {TEXT}\n    processor.apply_chat_template(m, tokenize=True)",
+        'm = [{"role": "user", "content": f"say {p}"}]\n    processor.apply_chat_template(m, tokenize=True)',
+    ],
+)
+def test_a_chat_written_with_text_only(body: str) -> None:
+    module, call, arg = _call_and_arg(f"def f(processor, p, image):\n    {body}\n")
+    assert text_only_chat(module, call, arg)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # an image item, a content that is not written here, a chat not written here
+        'm = [{"role": "user", "content": [{"type": "image", "image": image}]}]',
+        'm = [{"role": "user", "content": parts}]',
+        "m = history",
+        # written as text, then changed (or possibly changed) before the call
+        f"m = {TEXT}\n    m.append({{'role': 'user', 'content': [{{'type': 'image'}}]}})",
+        f"m = {TEXT}\n    m[0]['content'].append(image)",
+        f"m = {TEXT}\n    add_image(m, image)",
+        f"m = {TEXT}\n    m += extra",
+        f"m = {TEXT}\n    if image:\n        m = history",
+        f"m = {TEXT}\n    def later():\n        m.append(image)",
+        f"m, n = {TEXT}, None",
+        f"m = [*history, {TEXT}]",
+    ],
+)
+def test_not_a_text_chat(body: str) -> None:
+    module, call, arg = _call_and_arg(
+        f"def f(processor, p, image, parts, history, extra):\n    {body}\n    processor.apply_chat_template(m, tokenize=True)\n"
+    )
+    assert not text_only_chat(module, call, arg)
+
+
+def test_a_name_at_module_level_is_not_read() -> None:
+    module, call, arg = _call_and_arg(f"m = {TEXT}\nprocessor.apply_chat_template(m, tokenize=True)\n")
+    assert not text_only_chat(module, call, arg)
+
+
+@pytest.mark.parametrize(
+    ("expr", "expected"),
+    [
+        ('[{"image_grid_thw": g}]', True),
+        ('({"image_grid_thw": g}, {"video_grid_thw": v})', True),
+        ('{"image_grid_thw": g}', True),
+        ('[{"image_grid_thw": g, "image": img}]', False),
+        ('[{"image_grid_thw": g}, img]', False),
+        ('[*grids]', False),
+        ("[{}]", False),
+        ("[]", False),
+        ("grids", False),
+        ('[{key: g}]', False),
+    ],
+)
+def test_media_written_as_grid_metadata(expr: str, expected: bool) -> None:
+    node = cst.parse_expression(expr)
+    assert metadata_only(node, ["image_grid_thw", "video_grid_thw"]) is expected
