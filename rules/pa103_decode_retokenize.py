@@ -164,7 +164,8 @@ class DecodeRetokenize(Rule):
       `.get("text")`) of what an engine or an OpenAI-style API returned
       (`response-calls`: `post(...)`, `generate(...)`,
       `client.chat.completions.create(...)`, `acompletion(...)`...), also
-      through indexing, iteration and `.json()`;
+      through indexing, iteration and `.json()`, and the ids it returned,
+      decoded (`tokenizer.decode(model.generate(ids)[0])`);
 
     through assignments, f-strings, `+`, slices, `.strip()`/`.replace()` and
     other string methods, `re.sub()`, message dicts and lists, chat templates
@@ -184,7 +185,9 @@ class DecodeRetokenize(Rule):
 
     Clean: decoding or reading the text for logs, metrics, rewards, tool parsing,
     string comparisons or a length check (`len(tokenizer.encode(text))`); the
-    engine's text in a new prompt sent to the engine; a mask of zeros
+    engine's text in a new prompt sent to the engine; one model's decoded text
+    encoded by another model's tokenizer, both named for their model
+    (`blip_processor.decode(...)` then `llm_tokenizer(...)`); a mask of zeros
     (observation tokens); a bytes decode (`raw.decode("utf-8")`); ids that only
     feed a computation (`get_rope_index(input_ids=ids)`); and re-encoding
     guarded by a check that fails loudly on drift: `assert again == ids`,
@@ -271,6 +274,37 @@ class DecodeRetokenize(Rule):
     METADATA_DEPENDENCIES = (PositionProvider,)
 
     VALID = [
+        Example(
+            """\
+            def chat(model, tokenizer, prompt):
+                for _ in range(3):
+                    input_ids = tokenizer.encode(prompt, return_tensors="pt")
+                    outputs = model.generate(input_ids, max_new_tokens=64)
+                    text = tokenizer.decode(outputs[0][input_ids.shape[1] :], skip_special_tokens=True)
+                    prompt += text + "\\nUser: go on\\nAssistant:"
+                return prompt
+            """,
+            title="the ids an engine returned, decoded into the next prompt of an inference loop",
+        ),
+        Example(
+            """\
+            def cut(response_mask, running_ids, tokenizer, prompt):
+                prompt_ids = tokenizer.encode(tokenizer.decode(prompt))
+                response_mask = response_mask[: len(running_ids) - len(prompt_ids)]
+                return response_mask
+            """,
+            title="a length subtracted from a mask's size: those ids are left out of the mask",
+        ),
+        Example(
+            """\
+            def label(blip_processor, blip_model, llm_tokenizer, llm_model, image):
+                out = blip_model.generate(**blip_processor(image, return_tensors="pt"))
+                caption = blip_processor.decode(out[0], skip_special_tokens=True)
+                inputs = llm_tokenizer(f"Caption: {caption}\\nLabel:", return_tensors="pt")
+                return llm_model.generate(**inputs)
+            """,
+            title="one model's text in another model's prompt (two vocabularies: no round trip)",
+        ),
         Example(
             """\
             def log_response(sample, tokenizer, logger):
@@ -448,6 +482,36 @@ class DecodeRetokenize(Rule):
         ),
     ]
     INVALID = [
+        Example(
+            """\
+            def rollout(model, tokenizer, sample):
+                outputs = model.generate(sample.prompt_ids, max_new_tokens=64)
+                text = tokenizer.decode(outputs[0], skip_special_tokens=True).strip()
+                sample.response_ids = tokenizer.encode(text)
+            """,
+            line=4,
+            contains="the engine's output text is encoded again",
+            title="the ids an engine returned, decoded and encoded again as the trained response",
+        ),
+        Example(
+            """\
+            def grow(tokenizer, prompt, n):
+                prompt_ids = tokenizer.encode(tokenizer.decode(prompt))
+                loss_mask = [1] * (len(prompt_ids) - n)
+                return loss_mask
+            """,
+            line=3,
+            title="a mask sized by re-tokenized ids less a count",
+        ),
+        Example(
+            """\
+            def next_turn(sample, tokenizer, policy_tokenizer, user_text):
+                history = tokenizer.decode(sample.tokens)
+                sample.tokens = policy_tokenizer.encode(history + user_text)
+            """,
+            line=3,
+            title="decoded and encoded again by two names of which one says no model",
+        ),
         Example(
             """\
             def next_turn(sample, tokenizer, user_text):

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from rule_trees import check_rule
 
+from patchaudit.analysis.retokenize_spec import vocabulary
 from patchaudit.config.registry import all_rules
 
 RULE = "PA103"
@@ -207,3 +209,27 @@ def test_requires_are_the_defaults_groups():
     for ex in rule.INVALID:
         if ex.kind == "python" and not ex.options:
             assert rule.can_match(ex.source), ex.title
+
+
+# whose vocabulary a tokenizer's name says it holds (analysis/retokenize_spec.py)
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("blip_processor", "blip"),
+        ("llm_tokenizer", "llm"),
+        ("self.rm_tokenizer", "rm"),
+        ("tokenizer", ""),
+        ("self.tokenizer", ""),
+        ("processor.tokenizer", ""),
+        ("self._tokenizer", ""),
+        ("mp.tokenizer", ""),
+        ("self.actor_tokenizer", ""),
+        ("ref_tokenizer", ""),
+        ("teacher_processor", ""),
+        (None, ""),
+    ],
+)
+def test_whose_vocabulary_a_name_says(name: str | None, expected: str) -> None:
+    assert vocabulary(name) == expected

@@ -354,6 +354,11 @@ class Origin:
             self._pos = self._flow.start(self._node)
         return self._pos
 
+    @property
+    def node(self) -> "cst.CSTNode":
+        """The source's node (while this module is analysed; never pickled)."""
+        return self._node
+
     def __hash__(self) -> int:
         return id(self._node)
 

@@ -15,8 +15,9 @@ about statements, not values, and the layer has no hook for them:
   (`loss_mask += [1] * len(ids)`, `masks.append([1] * len(ids))`, `Out(loss_mask=[1] *
   len(ids))`, `{"loss_mask": ...}`) says that these ids are the trained ones.  A mask of
   zeros (`[0] * len(obs_ids)`: observation tokens, never trained) does not.
-  `mask_len_lines(tree, patterns)` gives the lines of those `len(...)` calls and the mask
-  each sizes, read on the stdlib `ast` tree (the pre-filter's, parsed once per text);
+  `mask_len_lines(tree, patterns)` gives the lines (and arguments) of those `len(...)` calls
+  and the mask each sizes (a length subtracted, `len(seq) - len(prompt_ids)`, is not one),
+  read on the stdlib `ast` tree (the pre-filter's, parsed once per text);
   `may_size_mask(tree, patterns)` is the pre-filter's question (zeros not told apart).
 
 No finding, no rule code: the rule decides what these facts mean.
@@ -33,6 +34,7 @@ import libcst as cst
 
 from patchaudit.analysis.flow_values import matches
 from patchaudit.inputs import pyast
+from patchaudit.inputs.astnames import dotted
 
 #: statements that leave the current path: an `!=` check followed by one of these fails loudly
 _LEAVE = (cst.Raise, cst.Return, cst.Continue, cst.Break)
@@ -224,10 +226,13 @@ def may_size_mask(tree: ast.AST, patterns: list[str]) -> bool:
     return False
 
 
-def mask_len_lines(tree: ast.AST, patterns: list[str]) -> dict[int, str]:
-    """line of a `len(...)` call -> the mask it sizes, for masks named like `patterns` and not
-    filled with zeros (`[0] * len(obs_ids)`)."""
-    out: dict[int, str] = {}
+def mask_len_lines(tree: ast.AST, patterns: list[str]) -> dict[tuple[int, str | None], str]:
+    """(line, argument) of a `len(argument)` call -> the mask it sizes, for masks named like
+    `patterns` and not filled with zeros (`[0] * len(obs_ids)`).  The argument is its dotted
+    name (`sample.tokens`), None when it is not one (then any `len(...)` of that line counts).
+    What a length is subtracted from (`mask[:len(seq) - len(prompt_ids)]`) leaves those ids
+    out of the mask: the subtracted `len(...)` is not kept."""
+    out: dict[tuple[int, str | None], str] = {}
     for node in pyast.walk(tree):
         for name, value in _ast_mask_values(node):
             if name is not None and matches(name, patterns):
@@ -235,13 +240,17 @@ def mask_len_lines(tree: ast.AST, patterns: list[str]) -> dict[int, str]:
     return out
 
 
-def _collect_len(node: ast.AST, mask: str, zero: bool, out: dict[int, str]) -> None:
+def _collect_len(node: ast.AST, mask: str, zero: bool, out: dict[tuple[int, str | None], str]) -> None:
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
         _collect_len(node.left, mask, zero or _zeros(node.right), out)
         _collect_len(node.right, mask, zero or _zeros(node.left), out)
         return
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub):
+        _collect_len(node.left, mask, zero, out)
+        return
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "len" and not zero:
-        out.setdefault(node.lineno, mask)
+        arg = dotted(node.args[0]) if len(node.args) == 1 and not node.keywords else None
+        out.setdefault((node.lineno, arg), mask)
     for child in ast.iter_child_nodes(node):
         _collect_len(child, mask, zero, out)
 

@@ -15,6 +15,7 @@ findings: the rule reports them.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Callable
 
 import libcst as cst
@@ -37,6 +38,7 @@ from patchaudit.analysis.dataflow import (
     receiver_name,
     settle,
 )
+from patchaudit.analysis.flow_values import Origin
 from patchaudit.analysis.retokenize_guards import (
     Candidate,
     Guard,
@@ -47,7 +49,7 @@ from patchaudit.analysis.retokenize_guards import (
     traced_names,
 )
 from patchaudit.inputs import pyast
-from patchaudit.inputs.cst import string_literal
+from patchaudit.inputs.cst import dotted, string_literal
 
 DECODED = "decoded-text"  # text made from token ids
 RETOKENIZED_OUTPUT = "retokenized-output"  # a tokenizer/processor's output for that text
@@ -170,7 +172,7 @@ class RetokenizeSpec(FlowSpec):
         self.verbs = verbs
         self.module = module
         self.position = position
-        self._mask_lens: dict[int, str] | None = None
+        self._mask_lens: dict[tuple[int, str | None], str] | None = None
         self._guards: list[Candidate] | None = None
         self._resolved: dict[Candidate, Guard] = {}
         self._responses: dict[int, str] = {}  # id(engine call) -> its snippet
@@ -202,6 +204,12 @@ class RetokenizeSpec(FlowSpec):
             return None
         if any(matches(a.keyword, _ENCODING_ARGS) for a in site.args):
             return None
+        for _, origin, _ in arg.value.find(RESPONSE)[:1]:
+            # ids an engine returned (`model.generate(...)`): their text is the engine's output
+            # text, clean in a new prompt for it, a finding where it is trained again
+            call = self._responses.get(origin[1], "an engine call") if isinstance(origin, tuple) else "?"
+            note = f"the engine's output text: ids of the response of `{call}` decoded `{site.snippet()}`"
+            return flow.source(OUTPUT_TEXT, site.node, note)
         return flow.source(DECODED, site.node, f"ids decoded to text `{site.snippet()}`")
 
     def _text_in(self, flow, site: CallSite) -> bool:
@@ -257,7 +265,8 @@ class RetokenizeSpec(FlowSpec):
     def _encoded(self, flow, site: CallSite, ids: bool) -> Value:
         text = join_deep(flow, site)
         note = f"encoded again `{site.snippet()}`"
-        a = flow.derive(text, [DECODED], RETOKENIZED if ids else RETOKENIZED_OUTPUT, site.node, note)
+        decoded = _same_vocabulary(text, site.callee if site.receiver is None else receiver_name(site.node))
+        a = flow.derive(decoded, [DECODED], RETOKENIZED if ids else RETOKENIZED_OUTPUT, site.node, note)
         b = flow.derive(text, [OUTPUT_TEXT], REENCODED if ids else REENCODED_OUTPUT, site.node, note)
         return join(a, b)
 
@@ -330,7 +339,8 @@ class RetokenizeSpec(FlowSpec):
         if self._mask_lens is None:
             tree = pyast.parse(self.text) if self.text else None
             self._mask_lens = mask_len_lines(tree, self.o["mask-names"]) if tree is not None else {}
-        mask = self._mask_lens.get(flow.line(site.node))
+        line, arg = flow.line(site.node), dotted(site.args[0].node.value)
+        mask = self._mask_lens.get((line, arg)) or self._mask_lens.get((line, None))
         if mask is None:
             return
         used = f"trained (their length sizes `{mask}`)"
@@ -369,6 +379,43 @@ class RetokenizeSpec(FlowSpec):
                 if decoded or output:
                     note = f"re-tokenized ids put under `{key}`"
                     self._hit(flow, fe.node, fe.value, f"put under `{key}`", note, decoded=decoded, output=output)
+
+
+#: the words of a tokenizer's or processor's name that say what it is, or which role its
+#: model plays (the actor's and the reference's tokenizers are most often one vocabulary),
+#: not which model it is
+_TOOL_WORDS = frozenset(
+    {"self", "cls", "tokenizer", "tokenizers", "processor", "tok", "detokenizer", "detok"}
+    | {"actor", "ref", "reference", "critic", "policy", "rollout", "train", "training", "trainer"}
+    | {"inference", "infer", "engine", "sglang", "vllm", "hf", "fast", "slow", "base", "main"}
+    | {"local", "remote", "student", "teacher", "old", "new", "my", "the"}
+)
+
+
+def vocabulary(name: str | None) -> str:
+    """Whose vocabulary a tokenizer or processor name says it holds: its last name less the
+    words that say what it is (`blip_processor` -> `blip`, `llm_tokenizer` -> `llm`,
+    `self.tokenizer` and `processor.tokenizer` -> ``: not said)."""
+    last = (name or "").rsplit(".", 1)[-1].lower()
+    return "_".join(w for w in re.split(r"[^a-z0-9]+", last) if w and w not in _TOOL_WORDS)
+
+
+def _same_vocabulary(text: Value, encoder: str | None) -> Value:
+    """`text` less the decoded text of another model's vocabulary than `encoder`'s: both
+    names say whose they are and say different models (a BLIP caption decoded by
+    `blip_processor`, put in a prompt that `llm_tokenizer` encodes).  The ids made are
+    another model's, not the decoded ids again: no round trip to drift from."""
+    mine = vocabulary(encoder)
+    if not mine:
+        return text
+    kept = {}
+    for (label, origin), steps in text.flat().t.items():
+        if label == DECODED and type(origin) is Origin and isinstance(origin.node, cst.Call):
+            theirs = vocabulary(receiver_name(origin.node))
+            if theirs and theirs != mine:
+                continue
+        kept[(label, origin)] = steps
+    return Value(kept)
 
 
 def _sends(name: str | None, calls: list[str]) -> bool:
