@@ -191,6 +191,7 @@ class _Spec(FlowSpec):
         )
         self.ids_keys = set(opts["request-ids-keys"]) | set(opts["vllm-ids-keys"])
         self.media_keys = set(opts["request-media-keys"]) | set(opts["vllm-media-keys"])
+        self._text_chats: dict[int, tuple[cst.Call, bool]] = {}
 
     def _named_processor(self, name: str | None) -> bool:
         return matches(name, self.o["processor-names"]) and not matches(name, self.o["not-processor-names"])
@@ -222,13 +223,17 @@ class _Spec(FlowSpec):
                 return False
         return True
 
-    @staticmethod
-    def _text_chat(flow, site: CallSite) -> bool:
+    def _text_chat(self, site: CallSite) -> bool:
         """`processor.apply_chat_template(messages, tokenize=True)` on a chat written in the code
-        with text only (analysis/chat_literals.py): no media item, no placeholder to expand."""
-        pos = site.positional()
-        arg = pos[0] if pos else site.keyword("conversation") or site.keyword("messages")
-        return arg is not None and text_only_chat(flow.module, site.node, arg.node.value)
+        with text only (analysis/chat_literals.py): no media item, no placeholder to expand.
+        Asked once per call site (the interpreter meets it in every pass and context)."""
+        held = self._text_chats.get(id(site.node))
+        if held is None:  # (the node is held with the answer: its id is not reused meanwhile)
+            pos = site.positional()
+            arg = pos[0] if pos else site.keyword("conversation") or site.keyword("messages")
+            held = (site.node, arg is not None and text_only_chat(site.scope, site.node, arg.node.value))
+            self._text_chats[id(site.node)] = held
+        return held[1]
 
     def _holds_media(self, flow, value: Value, node: cst.BaseExpression | None) -> bool:
         """A media argument that may carry an image: not tagged as preprocessed, not written as
@@ -252,7 +257,7 @@ class _Spec(FlowSpec):
         elif (
             site.literal("tokenize") is True
             and self._is_processor(receiver_name(site.node), site.receiver)
-            and not self._text_chat(flow, site)
+            and not self._text_chat(site)
         ):
             if site.literal("return_dict") is True:
                 out = flow.source(PROCESSOR_OUTPUT, site.node, f"multimodal processor output `{site.snippet()}`")

@@ -10,18 +10,26 @@ import pytest
 from patchaudit.analysis.chat_literals import metadata_only, text_only_chat
 
 
-def _call_and_arg(source: str) -> tuple[cst.Module, cst.Call, cst.BaseExpression]:
+def _call_and_arg(source: str) -> tuple[cst.FunctionDef | None, cst.Call, cst.BaseExpression]:
+    """The call of `apply_chat_template` in `source`, the function it is made in, its argument."""
     module = cst.parse_module(textwrap.dedent(source))
-    found: list[cst.Call] = []
+    found: list[tuple[cst.FunctionDef | None, cst.Call]] = []
+    scopes: list[cst.FunctionDef] = []
 
     class Find(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+            scopes.append(node)
+
+        def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+            scopes.pop()
+
         def visit_Call(self, node: cst.Call) -> None:
             if isinstance(node.func, cst.Attribute) and node.func.attr.value == "apply_chat_template":
-                found.append(node)
+                found.append((scopes[-1] if scopes else None, node))
 
     module.visit(Find())
-    (call,) = found
-    return module, call, call.args[0].value
+    ((scope, call),) = found
+    return scope, call, call.args[0].value
 
 
 TEXT = '[{"role": "system", "content": "be brief"}, {"role": "user", "content": [{"type": "text", "text": p}]}]'
@@ -36,8 +44,8 @@ TEXT = '[{"role": "system", "content": "be brief"}, {"role": "user", "content": 
     ],
 )
 def test_a_chat_written_with_text_only(body: str) -> None:
-    module, call, arg = _call_and_arg(f"def f(processor, p, image):\n    {body}\n")
-    assert text_only_chat(module, call, arg)
+    scope, call, arg = _call_and_arg(f"def f(processor, p, image):\n    {body}\n")
+    assert text_only_chat(scope, call, arg)
 
 
 @pytest.mark.parametrize(
@@ -59,15 +67,15 @@ def test_a_chat_written_with_text_only(body: str) -> None:
     ],
 )
 def test_not_a_text_chat(body: str) -> None:
-    module, call, arg = _call_and_arg(
+    scope, call, arg = _call_and_arg(
         f"def f(processor, p, image, parts, history, extra):\n    {body}\n    processor.apply_chat_template(m, tokenize=True)\n"
     )
-    assert not text_only_chat(module, call, arg)
+    assert not text_only_chat(scope, call, arg)
 
 
 def test_a_name_at_module_level_is_not_read() -> None:
-    module, call, arg = _call_and_arg(f"m = {TEXT}\nprocessor.apply_chat_template(m, tokenize=True)\n")
-    assert not text_only_chat(module, call, arg)
+    scope, call, arg = _call_and_arg(f"m = {TEXT}\nprocessor.apply_chat_template(m, tokenize=True)\n")
+    assert not text_only_chat(scope, call, arg)
 
 
 @pytest.mark.parametrize(

@@ -1,14 +1,15 @@
 """What a chat or a media argument written in the code holds, read from its syntax (libcst).
 
-PA102 (rules/pa102_expanded_ids_as_rollout_tokens.py) asks two questions the dataflow
+PA102 (rules/pa102_expanded_ids_as_rollout_tokens.py) asks these questions the dataflow
 layer cannot answer, because list literals are not objects it follows element by element:
 
-- `text_only_chat(module, call, arg)`: is the chat that `processor.apply_chat_template(arg,
+- `text_only_chat(scope, call, arg)`: is the chat that `processor.apply_chat_template(arg,
   tokenize=True)` renders written in the code with text content only?  Either `arg` is a
-  list literal of message dicts, or a name bound once in the enclosing function to such a
-  literal and never changed there (no method call on it, no item or augmented assignment,
-  not passed to another call).  A message's `content` is a string (literal, f-string) or a
-  list literal of `{"type": "text", ...}` dicts.  Anything else, or anything not read for
+  list literal of message dicts, or a name bound once in `scope` (the function the call is
+  made in, as the interpreter's frame knows it) to such a literal and never changed there
+  (no method call on it, no item or augmented assignment, not passed to another call).  A
+  message's `content` is a string (literal, f-string) or a list literal of
+  `{"type": "text", ...}` dicts.  Anything else, or anything not read for
   certain, is not text-only.  Such a chat has no image, video or audio item, so the
   processor expands no placeholder.
 - `dict_literals(node)`: the dict literals an argument is written as (SGLang's
@@ -32,10 +33,10 @@ from patchaudit.inputs.cst import string_literal
 __all__ = ["dict_literals", "metadata_only", "text_only_chat"]
 
 
-def text_only_chat(module: cst.Module, call: cst.Call, arg: cst.BaseExpression) -> bool:
+def text_only_chat(scope: cst.FunctionDef | None, call: cst.Call, arg: cst.BaseExpression) -> bool:
+    """`scope`: the function `call` is made in (a name is not read at module level)."""
     if isinstance(arg, cst.Name):
-        fn = _enclosing_function(module, call)
-        bound = _bound_once(fn, arg.value, call) if fn is not None else None
+        bound = _bound_once(scope, arg.value, call) if scope is not None else None
         if bound is None:
             return False
         arg = bound
@@ -103,18 +104,6 @@ def _text_content(node: cst.BaseExpression) -> bool:
         if kinds != ["text"] or any(not isinstance(i, cst.DictElement) for i in el.value.elements):
             return False
     return True
-
-
-def _enclosing_function(module: cst.Module, target: cst.CSTNode) -> cst.FunctionDef | None:
-    """The innermost function whose body holds `target` (by identity); None at module level."""
-    todo: list[tuple[cst.CSTNode, cst.FunctionDef | None]] = [(module, None)]
-    while todo:
-        node, fn = todo.pop()
-        if node is target:
-            return fn
-        inner = node if isinstance(node, cst.FunctionDef) else fn
-        todo.extend((child, inner) for child in node.children)
-    return None
 
 
 def _bound_once(fn: cst.FunctionDef, name: str, call: cst.Call) -> cst.BaseExpression | None:

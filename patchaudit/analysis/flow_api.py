@@ -61,6 +61,8 @@ class CallSite:
     args: list[Arg]
     resolved: bool  # a function of this module (its body was analysed)
     flow: "FlowState"
+    #: the function the call is made in (None at module level)
+    scope: cst.FunctionDef | None = None
 
     @property
     def line(self) -> int:

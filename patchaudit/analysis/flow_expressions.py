@@ -298,6 +298,7 @@ class Expressions(FlowState):
             args,
             resolved is not None,
             self,
+            fr.fn.node if fr.fn is not None else None,
         )
         if result and self.spec.clean(self, site):
             result = EMPTY
