@@ -506,6 +506,16 @@ INVALID = [
     ),
     Example(
         """\
+        def ask(processor, prompt, images, url):
+            messages = [{"role": "user", "content": [{"type": "text", "text": prompt}]}]
+            inputs = processor.apply_chat_template(messages, images=images, tokenize=True, return_dict=True)
+            return post(url, {"input_ids": inputs["input_ids"][0].tolist(), "image_data": images})
+        """,
+        line=4,
+        title="a chat written as text with the images passed beside it",
+    ),
+    Example(
+        """\
         def ask(processor, messages, image, grid, url):
             inputs = processor.apply_chat_template(messages, tokenize=True, return_dict=True)
             media = [{"image_grid_thw": grid, "image": image}]

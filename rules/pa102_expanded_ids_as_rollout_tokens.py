@@ -215,23 +215,26 @@ class _Spec(FlowSpec):
             return flow.marker(PROCESSOR, ("name", name))
         return None
 
+    def _media_given(self, site: CallSite) -> bool:
+        """A media keyword (`images=...`, not None) or `*args`/`**kwargs` that may hold one."""
+        media = self.o["media-arguments"]
+        return site.has_star() or any(
+            matches(a.keyword, media) and site.literal(a.keyword) is not None for a in site.args
+        )
+
     def _text_only(self, site: CallSite) -> bool:
-        if site.has_star() or site.positional():
-            return False
-        for a in site.args:
-            if matches(a.keyword, self.o["media-arguments"]) and site.literal(a.keyword) is not None:
-                return False
-        return True
+        return not site.positional() and not self._media_given(site)
 
     def _text_chat(self, site: CallSite) -> bool:
         """`processor.apply_chat_template(messages, tokenize=True)` on a chat written in the code
-        with text only (analysis/chat_literals.py): no media item, no placeholder to expand.
-        Asked once per call site (the interpreter meets it in every pass and context)."""
+        with text only (analysis/chat_literals.py): no media item, no placeholder to expand;
+        media given beside it (`images=...`) are not in it.  Asked once per call site."""
         held = self._text_chats.get(id(site.node))
         if held is None:  # (the node is held with the answer: its id is not reused meanwhile)
             pos = site.positional()
             arg = pos[0] if pos else site.keyword("conversation") or site.keyword("messages")
-            held = (site.node, arg is not None and text_only_chat(site.scope, site.node, arg.node.value))
+            text = arg is not None and not self._media_given(site)
+            held = (site.node, text and text_only_chat(site.scope, site.node, cast(Any, arg).node.value))
             self._text_chats[id(site.node)] = held
         return held[1]
 

@@ -41,6 +41,7 @@ TEXT = '[{"role": "system", "content": "be brief"}, {"role": "user", "content": 
         f"processor.apply_chat_template({TEXT}, tokenize=True)",
         f"m = {TEXT}\n    processor.apply_chat_template(m, tokenize=True)",
         'm = [{"role": "user", "content": f"say {p}"}]\n    processor.apply_chat_template(m, tokenize=True)',
+        f"m = {TEXT}\n    state.m = None\n    log(m=1)\n    processor.apply_chat_template(m, tokenize=True)",
     ],
 )
 def test_a_chat_written_with_text_only(body: str) -> None:
@@ -64,6 +65,10 @@ def test_a_chat_written_with_text_only(body: str) -> None:
         f"m = {TEXT}\n    def later():\n        m.append(image)",
         f"m, n = {TEXT}, None",
         f"m = [*history, {TEXT}]",
+        'm = [{"role": "user", "content": "describe", "images": [image]}]',
+        f"m = {TEXT}\n    alias = m\n    alias.append(image)",
+        f"m = {TEXT}\n    with open(p) as m:\n        pass",
+        f"m = {TEXT}\n    for m in history:\n        pass",
     ],
 )
 def test_not_a_text_chat(body: str) -> None:

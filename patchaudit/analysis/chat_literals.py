@@ -6,10 +6,10 @@ layer cannot answer, because list literals are not objects it follows element by
 - `text_only_chat(scope, call, arg)`: is the chat that `processor.apply_chat_template(arg,
   tokenize=True)` renders written in the code with text content only?  Either `arg` is a
   list literal of message dicts, or a name bound once in `scope` (the function the call is
-  made in, as the interpreter's frame knows it) to such a literal and never changed there
-  (no method call on it, no item or augmented assignment, not passed to another call).  A
-  message's `content` is a string (literal, f-string) or a list literal of
-  `{"type": "text", ...}` dicts.  Anything else, or anything not read for
+  made in, as the interpreter's frame knows it) to such a literal and used nowhere else
+  there but in the call (no alias, method call, item store, rebinding or closure).  A
+  message has only text keys (`role`, `content`, `name`...) and its `content` is a string
+  (literal, f-string) or a list literal of `{"type": "text", ...}` dicts.  Anything else, or anything not read for
   certain, is not text-only.  Such a chat has no image, video or audio item, so the
   processor expands no placeholder.
 - `dict_literals(node)`: the dict literals an argument is written as (SGLang's
@@ -81,11 +81,15 @@ def _text_chat_literal(node: cst.BaseExpression) -> bool:
             if not isinstance(item, cst.DictElement):
                 return False
             key = string_literal(item.key)
-            if key is None:
-                return False
+            if key not in _MESSAGE_KEYS:
+                return False  # `{"role": "user", "images": [...]}`: not read as text
             if key == "content" and not _text_content(item.value):
                 return False
     return True
+
+
+#: the keys of a chat message read as text (a message with any other key is not text-only)
+_MESSAGE_KEYS = frozenset({"role", "content", "name", "tool_calls", "tool_call_id", "reasoning_content"})
 
 
 def _text_content(node: cst.BaseExpression) -> bool:
@@ -107,54 +111,38 @@ def _text_content(node: cst.BaseExpression) -> bool:
 
 
 def _bound_once(fn: cst.FunctionDef, name: str, call: cst.Call) -> cst.BaseExpression | None:
-    """The value `name` is assigned in `fn`, when that is its only binding and nothing in
-    `fn` may change it (a method call on it, an item store, `+=`, passing it to a call
-    other than `call`); else None."""
+    """The value `name` is assigned in `fn` when that is its only binding and `name` is used
+    nowhere else in `fn` but in `call`: an alias, a method call (`messages.append(...)`), an
+    item store, `+=`, another call it is passed to, a closure, a loop or `with` target, any
+    of them may change it or bind it again; else None."""
     values: list[cst.BaseExpression] = []
-    todo: list[cst.CSTNode] = [fn.body]
+    allowed: set[int] = {id(n) for n in _walk(call) if _is(n, name)}
+    for node in _walk(fn.body):
+        if isinstance(node, cst.Attribute):
+            allowed.add(id(node.attr))  # `x.messages`: another name
+        elif isinstance(node, cst.Arg) and node.keyword is not None:
+            allowed.add(id(node.keyword))  # `f(messages=...)`: a keyword
+        elif isinstance(node, cst.Assign) and any(_is(t.target, name) for t in node.targets):
+            if len(node.targets) != 1:
+                return None
+            values.append(node.value)
+            allowed.add(id(node.targets[0].target))
+    if len(values) != 1:
+        return None
+    if any(_is(n, name) and id(n) not in allowed for n in _walk(fn.body)):
+        return None
+    return values[0]
+
+
+def _walk(node: cst.CSTNode) -> list[cst.CSTNode]:
+    out: list[cst.CSTNode] = []
+    todo = [node]
     while todo:
-        node = todo.pop()
-        if isinstance(node, cst.Assign):
-            for t in node.targets:
-                if _names(t.target, name):
-                    if not isinstance(t.target, cst.Name) or len(node.targets) != 1:
-                        return None
-                    values.append(node.value)
-        elif isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.For, cst.AsName, cst.NamedExpr, cst.Del)):
-            target = node.name if isinstance(node, cst.AsName) else node.target
-            if _names(target, name):
-                return None
-        elif isinstance(node, cst.Attribute) and _is(node.value, name):
-            return None  # `messages.append(...)`, `messages.extend(...)`: it may change
-        elif isinstance(node, cst.Subscript) and _is(node.value, name):
-            return None  # `messages[0] = ...` (a read is refused too: simpler, rare)
-        elif isinstance(node, cst.Call) and node is not call:
-            if any(_is(a.value, name) for a in node.args):
-                return None
-        elif isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)) and node is not fn:
-            if _mentions(node, name):
-                return None  # a closure may change it
-            continue
-        todo.extend(node.children)
-    return values[0] if len(values) == 1 else None
+        n = todo.pop()
+        out.append(n)
+        todo.extend(n.children)
+    return out
 
 
 def _is(node: cst.CSTNode, name: str) -> bool:
     return isinstance(node, cst.Name) and node.value == name
-
-
-def _names(node: cst.CSTNode, name: str) -> bool:
-    """Whether the target `node` binds `name` (itself, or inside a tuple/list target)."""
-    if isinstance(node, cst.Name):
-        return node.value == name
-    return any(_names(c, name) for c in node.children)
-
-
-def _mentions(node: cst.CSTNode, name: str) -> bool:
-    todo = [node]
-    while todo:
-        n = todo.pop()
-        if _is(n, name):
-            return True
-        todo.extend(n.children)
-    return False
