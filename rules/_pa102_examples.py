@@ -203,6 +203,20 @@ def fill_prompt(state, processor):
     state.prompt_ids = processor(text=state.prompt, images=state.images)["input_ids"][0].tolist()
 """
 
+#: a subclass that fills a state by an inherited method (`pending`) and sends its ids
+PARTIAL_LOOP = """\
+from state_base import AgentState, StateLoopBase
+
+
+class PartialLoop(StateLoopBase):
+    async def run(self, messages, images):
+        state = AgentState(messages, images)
+        self.{pending}(state)
+        return await self.server_manager.generate_for_partial(
+            request_id="r", prompt_ids=state.prompt_ids, image_data=state.images
+        )
+"""
+
 DATASET = """\
 def encode_prompt(processor, row):
     return processor(text=row["text"], images=row["images"])["input_ids"][0].tolist()
@@ -238,18 +252,7 @@ VALID = [
         title="media written as grid metadata only (GLM-Image's target grids): no image to expand",
     ),
     Example(
-        """\
-        from state_base import AgentState, StateLoopBase
-
-
-        class PartialLoop(StateLoopBase):
-            async def run(self, messages, images):
-                state = AgentState(messages, images)
-                self.pending_for_training(state)
-                return await self.server_manager.generate_for_partial(
-                    request_id="r", prompt_ids=state.prompt_ids, image_data=state.images
-                )
-        """,
+        PARTIAL_LOOP.format(pending="pending_for_training"),
         files={"state_base.py": AGENT_STATE_BASE},
         title="repository: an inherited method keeps the processor ids for training, the engine gets the tokenizer's",
     ),
@@ -539,18 +542,7 @@ INVALID = [
         title="repository: a function of another module stores the processor ids in its argument's field",
     ),
     Example(
-        """\
-        from state_base import AgentState, StateLoopBase
-
-
-        class PartialLoop(StateLoopBase):
-            async def run(self, messages, images):
-                state = AgentState(messages, images)
-                self.pending(state)
-                return await self.server_manager.generate_for_partial(
-                    request_id="r", prompt_ids=state.prompt_ids, image_data=state.images
-                )
-        """,
+        PARTIAL_LOOP.format(pending="pending"),
         files={"state_base.py": AGENT_STATE_BASE},
         line=9,
         contains="the engine behind `self.server_manager.generate_for_partial()`",

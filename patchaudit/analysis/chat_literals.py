@@ -28,7 +28,7 @@ from typing import Iterable
 
 import libcst as cst
 
-from patchaudit.inputs.cst import string_literal
+from patchaudit.inputs.cst import string_literal, walk
 
 __all__ = ["dict_literals", "metadata_only", "text_only_chat"]
 
@@ -116,9 +116,12 @@ def _bound_once(fn: cst.FunctionDef, name: str, call: cst.Call) -> cst.BaseExpre
     item store, `+=`, another call it is passed to, a closure, a loop or `with` target, any
     of them may change it or bind it again; else None."""
     values: list[cst.BaseExpression] = []
-    allowed: set[int] = {id(n) for n in _walk(call) if _is(n, name)}
-    for node in _walk(fn.body):
-        if isinstance(node, cst.Attribute):
+    allowed: set[int] = {id(n) for n in walk(call) if _is(n, name)}
+    uses: list[cst.Name] = []
+    for node in walk(fn.body):
+        if isinstance(node, cst.Name) and node.value == name:
+            uses.append(node)
+        elif isinstance(node, cst.Attribute):
             allowed.add(id(node.attr))  # `x.messages`: another name
         elif isinstance(node, cst.Arg) and node.keyword is not None:
             allowed.add(id(node.keyword))  # `f(messages=...)`: a keyword
@@ -127,21 +130,9 @@ def _bound_once(fn: cst.FunctionDef, name: str, call: cst.Call) -> cst.BaseExpre
                 return None
             values.append(node.value)
             allowed.add(id(node.targets[0].target))
-    if len(values) != 1:
-        return None
-    if any(_is(n, name) and id(n) not in allowed for n in _walk(fn.body)):
+    if len(values) != 1 or any(id(n) not in allowed for n in uses):
         return None
     return values[0]
-
-
-def _walk(node: cst.CSTNode) -> list[cst.CSTNode]:
-    out: list[cst.CSTNode] = []
-    todo = [node]
-    while todo:
-        n = todo.pop()
-        out.append(n)
-        todo.extend(n.children)
-    return out
 
 
 def _is(node: cst.CSTNode, name: str) -> bool:

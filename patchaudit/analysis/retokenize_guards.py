@@ -35,6 +35,7 @@ import libcst as cst
 from patchaudit.analysis.flow_values import matches
 from patchaudit.inputs import pyast
 from patchaudit.inputs.astnames import dotted
+from patchaudit.inputs.cst import walk
 
 #: statements that leave the current path: an `!=` check followed by one of these fails loudly
 _LEAVE = (cst.Raise, cst.Return, cst.Continue, cst.Break)
@@ -56,7 +57,7 @@ class Guard:
 
 def _compared(test: cst.BaseExpression) -> Iterator[tuple[str, str]]:
     """(name, operator) of every variable compared by `==`/`!=` with something not a literal."""
-    for node in _walk(test):
+    for node in walk(test):
         if not isinstance(node, cst.Comparison) or len(node.comparisons) != 1:
             continue
         target = node.comparisons[0]
@@ -202,14 +203,6 @@ def guarded(guards_: Iterable[Guard], steps: tuple[tuple[int, str], ...], sink_l
             if g.start <= after <= g.end or after > g.fn_end:
                 return True
     return False
-
-
-def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    todo = [node]
-    while todo:
-        n = todo.pop()
-        yield n
-        todo.extend(reversed(n.children))
 
 
 # --------------------------------------------------------------------------

@@ -1,13 +1,15 @@
 """libcst readers shared by every layer that walks a libcst tree (no I/O, no state).
 
-The one copy of the dotted-name reader and of the string-literal reader for
-libcst nodes (their stdlib `ast` twin is patchaudit/inputs/astnames.py).
+The one copy of the dotted-name reader, of the string-literal reader and of the
+node walk for libcst nodes (their stdlib `ast` twin is patchaudit/inputs/astnames.py).
 Importing this module imports libcst: a module that must stay libcst-free on
 text-only runs (tests/test_speed_invariants.py) imports it inside the function
 that already imports libcst.
 """
 
 from __future__ import annotations
+
+from typing import Iterator
 
 import libcst as cst
 
@@ -50,3 +52,12 @@ def string_literal(node: cst.CSTNode | None) -> str | None:
         l, r = string_literal(node.left), string_literal(node.right)
         return l + r if l is not None and r is not None else None
     return None
+
+
+def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """`node` and every node below it, in source order (depth first, children as libcst lists them)."""
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        yield n
+        todo.extend(reversed(n.children))
