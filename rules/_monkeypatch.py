@@ -90,29 +90,11 @@ class MonkeypatchRule(Rule):
 
     def visit_Module(self, node) -> None:
         include_tests = bool(self.opts.get("include-tests", False))
-        for issue in monkeypatch.unit_issues(self, node, include_tests, guarded_reader(self.context)):
+        for issue in monkeypatch.unit_issues(self, node, include_tests, self.context.read):
             if not self.judges(issue):
                 continue
             mp = issue.patch
             self.report_at(mp.line, mp.column, mp.end_line, mp.end_column, issue.message)
-
-
-def guarded_reader(context: Any = None):
-    """`read(path) -> text | None` through the one guarded reader (regular files only,
-    bounded by max-file-size): the importing packages' `__init__.py` (version gates).
-    `context`: a rule context or the run's settings."""
-    from patchaudit.files.reader import read_text
-
-    settings = getattr(context, "settings", context)
-    limit = getattr(settings, "max_file_size", None) or 64 * 1024 * 1024
-
-    def read(path: str) -> str | None:
-        try:
-            return read_text(path, limit)
-        except (OSError, ValueError):
-            return None
-
-    return read
 
 
 def finding_for(rule: type[Rule], issue: monkeypatch.Issue, lines: list[str] | None = None) -> Finding:

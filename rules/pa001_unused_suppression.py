@@ -50,6 +50,7 @@ class UnusedSuppression(Rule):
     """
 
     code = "PA001"
+    roles = frozenset({"unused-suppression"})
     name = "unused-suppression"
     severity = Severity.WARNING
     default_enabled = False
@@ -139,6 +140,12 @@ class UnusedSuppression(Rule):
             """,
         ),
     ]
+
+    @classmethod
+    def suppression_findings(cls, path: str, unused, lines: list[str], rules, ran, known) -> list[Finding]:
+        """The driver's entry for the role "unused-suppression": this rule's findings on one
+        file, after the other rules ran (`unused_suppression_findings`)."""
+        return unused_suppression_findings(path, unused, lines, rules, ran, known)
 
 
 def unused_suppression_findings(path: str, unused, lines: list[str], rules, ran, known) -> list[Finding]:

@@ -16,7 +16,6 @@ from patchaudit.analysis.dataflow import (
     exclusive,
     file_steps,
     first_each,
-    hit_report,
     literal_value,
     matches,
     receiver_name,
@@ -36,6 +35,7 @@ from patchaudit.analysis.gate import (
 from patchaudit.lint.rule import PYTHON, Rule
 from patchaudit.model.findings import Severity
 
+from ._flow_report import hit_report
 from ._pa102_examples import INVALID as INVALID_EXAMPLES
 from ._pa102_examples import VALID as VALID_EXAMPLES
 

@@ -41,6 +41,7 @@ class HunkDoesNotApply(Rule):
     """
 
     code = "PA201"
+    roles = frozenset({"breaks-patch", "hunk-status", "hunk-failed"})
     name = "hunk-does-not-apply"
     severity = Severity.ERROR
     kinds = frozenset({PATCH})

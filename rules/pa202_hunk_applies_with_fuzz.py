@@ -38,6 +38,7 @@ class HunkAppliesWithFuzz(Rule):
     """
 
     code = "PA202"
+    roles = frozenset({"breaks-patch", "hunk-status"})
     name = "hunk-applies-with-fuzz"
     severity = Severity.WARNING
     kinds = frozenset({PATCH})

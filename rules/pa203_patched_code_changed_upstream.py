@@ -88,6 +88,7 @@ class PatchedCodeChangedUpstream(Rule):
     """
 
     code = "PA203"
+    roles = frozenset({"changed-upstream"})
     name = "patched-code-changed-upstream"
     severity = Severity.WARNING
     kinds = frozenset({PATCH})

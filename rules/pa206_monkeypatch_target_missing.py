@@ -72,6 +72,7 @@ class MonkeypatchTargetMissing(MonkeypatchRule):
     """
 
     code = "PA206"
+    roles = frozenset({"monkeypatch-target"})
     name = "monkeypatch-target-missing"
     severity = Severity.ERROR
     issue_kind = monkeypatch.TARGET_MISSING

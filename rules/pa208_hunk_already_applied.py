@@ -50,6 +50,7 @@ class HunkAlreadyApplied(Rule):
     """
 
     code = "PA208"
+    roles = frozenset({"hunk-status"})
     name = "hunk-already-applied"
     severity = Severity.INFO
     kinds = frozenset({PATCH})

@@ -55,6 +55,7 @@ class MalformedPatch(Rule):
     """
 
     code = "PA301"
+    roles = frozenset({"breaks-patch"})
     name = "malformed-patch"
     severity = Severity.ERROR
     kinds = frozenset({PATCH})

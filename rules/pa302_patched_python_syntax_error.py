@@ -36,6 +36,7 @@ class PatchedPythonSyntaxError(Rule):
     """
 
     code = "PA302"
+    roles = frozenset({"breaks-patch"})
     name = "patched-python-syntax-error"
     severity = Severity.ERROR
     kinds = frozenset({PATCH})

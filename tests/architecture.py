@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -212,6 +213,101 @@ def private_imports(repo: Path = REPO) -> list[str]:
 
 
 # ---------------------------------------------------------------------------
+# the "may not" column of docs/architecture.md, beyond the import order
+
+#: who may build a `Finding` or a `Report`: the model that defines them, the rule framework
+#: and the rule pack (a rule reports), the driver (it maps reports to findings), the rule tests
+BUILDERS = ("patchaudit.model", "patchaudit.lint", "patchaudit.rules", "patchaudit.pipeline", "patchaudit.testing")
+#: a rule code as a literal: the codes are the rule pack's, named by it and by the docs
+RULE_CODE = re.compile(r"\bPA[0-9]{3}\b")
+#: modules of the standard library whose use is I/O
+IO_MODULES = ("subprocess", "shutil", "socket", "urllib", "http", "tempfile", "io", "glob", "pathlib")
+#: calls that are I/O: the builtin open and the os functions that touch the file system
+IO_CALLS = {"open"} | {f"os.{n}" for n in (
+    "open", "stat", "lstat", "listdir", "scandir", "walk", "remove", "unlink", "rename", "replace", "makedirs",
+    "mkdir", "rmdir", "readlink", "symlink", "chmod", "system", "popen",
+    "path.exists", "path.isfile", "path.isdir", "path.islink", "path.getsize", "path.getmtime", "path.realpath",
+)}
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    """ids of the string constants that are docstrings or other bare string statements."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            out.add(id(node.value))
+    return out
+
+
+def _dotted(node: ast.AST) -> str:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def _in(module: str, prefixes: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def finding_builders(repo: Path = REPO) -> list[str]:
+    """`Finding(...)`/`Report(...)` built outside the rule pack, the rule framework and the driver."""
+    out = []
+    for m, p in module_files(repo).items():
+        if _in(m, BUILDERS):
+            continue
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and _dotted(node.func).rpartition(".")[2] in ("Finding", "Report"):
+                name = _dotted(node.func).rpartition(".")[2]
+                out.append(f"{m}:{node.lineno} builds a {name} (only rules/, lint and the driver may)")
+    return out
+
+
+def analysis_io(repo: Path = REPO) -> list[str]:
+    """I/O in `patchaudit.analysis`: an import of `patchaudit.files` or of an I/O module of the
+    standard library, or a call of `open`/an `os` file-system function."""
+    out = []
+    modules = module_files(repo)
+    for e in all_edges(repo):
+        if _in(e.importer, ("patchaudit.analysis",)) and _in(e.imported, ("patchaudit.files",)):
+            out.append(f"{e.importer}:{e.line} imports {e.imported} (analysis does no I/O)")
+    for m, p in modules.items():
+        if not _in(m, ("patchaudit.analysis",)):
+            continue
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                names = [node.module]
+            for n in names:
+                if n.split(".")[0] in IO_MODULES:
+                    out.append(f"{m}:{node.lineno} imports {n} (analysis does no I/O)")
+            if isinstance(node, ast.Call) and _dotted(node.func) in IO_CALLS:
+                out.append(f"{m}:{node.lineno} calls {_dotted(node.func)} (analysis does no I/O)")
+    return out
+
+
+def rule_code_literals(repo: Path = REPO) -> list[str]:
+    """String literals naming a rule code outside the rule pack (docstrings and comments may)."""
+    out = []
+    for m, p in module_files(repo).items():
+        if _in(m, ("patchaudit.rules",)):
+            continue
+        tree = ast.parse(p.read_text(encoding="utf-8"))
+        docs = _docstrings(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
+                hit = RULE_CODE.search(node.value)
+                if hit:
+                    out.append(f"{m}:{node.lineno} names the rule code {hit.group()} (declare a role: Rule.roles)")
+    return out
+
+
+# ---------------------------------------------------------------------------
 # sizes
 
 
@@ -287,5 +383,5 @@ def size_violations(repo: Path = REPO) -> list[str]:
 if __name__ == "__main__":   # python tests/architecture.py: the report, for a contributor
     edges = all_edges()
     for problem in layer_violations(edges) + [" <-> ".join(c) for c in cycles(edges)] + private_imports() \
-            + size_violations():
+            + finding_builders() + analysis_io() + rule_code_literals() + size_violations():
         print(problem)

@@ -126,3 +126,92 @@ def test_a_rule_file_counts_code_not_its_docs_and_examples(tmp_path):
 @pytest.mark.parametrize("module", ["patchaudit.model.findings", "patchaudit.rules.pa101_x", "patchaudit.cli"])
 def test_layer_of_known_modules(module):
     assert A.layer_of(module) is not None
+
+
+# ---------------------------------------------------------------------------
+# the "may not" column: each check passes on the real tree and fails on a temporary
+# copy of it with one violation planted
+
+
+def test_no_finding_or_report_built_below_the_driver():
+    assert A.finding_builders() == []
+
+
+def test_analysis_does_no_io():
+    assert A.analysis_io() == []
+
+
+def test_no_rule_code_literal_outside_the_rule_pack():
+    assert A.rule_code_literals() == []
+
+
+def _copy(tmp_path: Path) -> Path:
+    import shutil
+
+    for top in ("patchaudit", "rules"):
+        shutil.copytree(A.REPO / top, tmp_path / top, ignore=shutil.ignore_patterns("__pycache__"))
+    return tmp_path
+
+
+def _plant(root: Path, rel: str, code: str) -> None:
+    path = root / rel
+    path.write_text(path.read_text(encoding="utf-8") + "\n\n" + textwrap.dedent(code), encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    "rel, code, expect",
+    [
+        ("patchaudit/units/fragments.py",
+         "def planted(rep):\n    from patchaudit.model.findings import Finding\n    return Finding(code='X')\n",
+         "patchaudit.units.fragments:"),
+        ("patchaudit/analysis/names.py",
+         "def planted():\n    from patchaudit.model import findings\n    return findings.Report(1, 0, 1, 0, 'm')\n",
+         "builds a Report"),
+    ],
+)
+def test_the_builder_check_finds_a_finding_built_below_the_driver(tmp_path, rel, code, expect):
+    root = _copy(tmp_path)
+    assert A.finding_builders(root) == []
+    _plant(root, rel, code)
+    assert any(expect in v for v in A.finding_builders(root))
+
+
+@pytest.mark.parametrize(
+    "code, expect",
+    [
+        ("def planted(p):\n    from patchaudit.files.reader import read_text\n    return read_text(p, 1)\n",
+         "imports patchaudit.files"),
+        ("def planted(p):\n    with open(p) as f:\n        return f.read()\n", "calls open"),
+        ("import os\n\ndef planted(p):\n    return os.path.exists(p)\n", "calls os.path.exists"),
+        ("import subprocess\n", "imports subprocess"),
+        ("from pathlib import Path\n", "imports pathlib"),
+    ],
+)
+def test_the_io_check_finds_io_in_analysis(tmp_path, code, expect):
+    root = _copy(tmp_path)
+    assert A.analysis_io(root) == []
+    _plant(root, "patchaudit/analysis/names.py", code)
+    assert any(expect in v for v in A.analysis_io(root)), A.analysis_io(root)
+
+
+@pytest.mark.parametrize(
+    "rel, code",
+    [
+        ("patchaudit/pipeline/fix.py", "BREAKING = ('PA201',)\n"),
+        ("patchaudit/reporters/text.py", "def planted(f):\n    return f.code == 'PA203'\n"),
+        ("patchaudit/commands/check.py", "NOTE = f'see {1} PA105'\n"),
+    ],
+)
+def test_the_code_check_finds_a_rule_code_outside_the_pack(tmp_path, rel, code):
+    root = _copy(tmp_path)
+    assert A.rule_code_literals(root) == []
+    _plant(root, rel, code)
+    found = A.rule_code_literals(root)
+    assert len(found) == 1 and "names the rule code PA" in found[0]
+
+
+def test_the_code_check_leaves_docstrings_and_the_rule_pack_alone(tmp_path):
+    root = _copy(tmp_path)
+    _plant(root, "patchaudit/pipeline/fix.py", 'def planted():\n    """PA201 is the rule\'s code: docs."""\n')
+    _plant(root, "rules/pa201_hunk_does_not_apply.py", "ALSO = 'PA201'\n")
+    assert A.rule_code_literals(root) == []

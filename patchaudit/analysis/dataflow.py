@@ -125,7 +125,6 @@ from patchaudit.analysis.repo_summaries import (
     ModuleView,
     RepoView,
     file_steps,
-    hit_report,
     repo_view,
     run_repo,
 )
@@ -168,7 +167,6 @@ __all__ = [
     "settle",
     "analyse",
     "file_steps",
-    "hit_report",
     "repo_view",
     "run_repo",
     "RepoView",

@@ -45,11 +45,13 @@ import hashlib
 import os
 import pickle
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from patchaudit.analysis.flow_values import PARAM, FileLine, Origin, Step, Value, is_symbolic, join, settle
 from patchaudit.analysis.repo_index import RepoIndex, Symbol
-from patchaudit.model.findings import Report
+
+if TYPE_CHECKING:  # pragma: no cover
+    from patchaudit.model.findings import Report  # carried here, built by the rules
 
 Taint = tuple[str, Any, tuple[Step, ...]]  # (label, origin, steps)
 
@@ -343,20 +345,6 @@ def repo_view(context: Any, unit: Any, code: str) -> ModuleView | None:
 def file_steps(steps: tuple[Step, ...]) -> tuple[tuple, ...]:
     """A trace as a rule reports it: a step of another module as (line, note, path)."""
     return tuple((int(l), n, l.path) if type(l) is FileLine else (l, n) for l, n in settle(steps))
-
-
-def hit_report(hit: Any, position: Any) -> Report:
-    """A hit as the rule would report it (`Rule.report`): its node's range, its trace."""
-    pos = position(hit.node)
-    return Report(
-        pos.start.line,
-        pos.start.column,
-        pos.end.line,
-        pos.end.column,
-        hit.message,
-        file_steps(hit.steps),
-        hit.severity,
-    )
 
 
 def text_digest(text: str) -> bytes:

@@ -71,7 +71,9 @@ def _settings(paths, config, select, ignore, extend_select, tokenizer) -> Settin
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
 @click.option("--output", "-o", type=click.Path(dir_okay=False), help="Write the report to FILE.")
 @click.option("--config", type=click.Path(exists=True, dir_okay=False), help="A pyproject.toml to read.")
-@click.option("--tokenizer", type=click.Path(), help="tokenizer.json or a model folder (PA105).")
+@click.option(
+    "--tokenizer", type=click.Path(), help="tokenizer.json or a model folder, for the rules that need a tokenizer."
+)
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when errors are found.")
 def bump(paths, engine, old, new, select, ignore, extend_select, fmt, output, config, tokenizer, exit_zero) -> None:
     """The engine-bump report for the patches (and monkey-patching .py files) PATHS:

@@ -271,7 +271,9 @@ def _report(result, paths: list[str], opts: dict[str, Any]) -> None:
     help="Keep the result cache in DIR (also: PATCHAUDIT_CACHE_DIR; default: .patchaudit_cache "
     "beside the pyproject.toml).",
 )
-@click.option("--tokenizer", type=click.Path(), help="tokenizer.json or a model folder (PA105).")
+@click.option(
+    "--tokenizer", type=click.Path(), help="tokenizer.json or a model folder, for the rules that need a tokenizer."
+)
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when findings are reported.")
 @click.option(
     "--diff-base",

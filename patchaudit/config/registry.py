@@ -583,6 +583,12 @@ def pack_rules() -> dict[str, type[Rule]]:
     return _REGISTRY
 
 
+def codes_with_role(role: str, rules: Iterable[type[Rule]] | None = None) -> tuple[str, ...]:
+    """The codes of the rules (default: every rule of the run) that declare `role` (`Rule.roles`)."""
+    pool = all_rules().values() if rules is None else rules
+    return tuple(r.code for r in pool if role in r.roles)
+
+
 def select_rules(
     select: Iterable[str] | None = None, ignore: Iterable[str] = (), extend_select: Iterable[str] = ()
 ) -> list[type[Rule]]:

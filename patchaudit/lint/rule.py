@@ -96,15 +96,24 @@ class Example:
 
 
 class RuleContext:
-    """What a rule instance sees besides the unit: its options and run settings."""
+    """What a rule instance sees besides the unit: its options and run settings, and `read`,
+    the driver's guarded reader of the files a rule may consult beside its unit (`read(path)
+    -> text | None`: an importing package's `__init__.py` for its version gates); None: the rule
+    reads nothing.  Rules do no I/O of their own (tests/test_architecture.py)."""
 
     def __init__(
-        self, options: dict[str, Any] | None = None, engine: Any = None, tokenizer: Any = None, settings: Any = None
+        self,
+        options: dict[str, Any] | None = None,
+        engine: Any = None,
+        tokenizer: Any = None,
+        settings: Any = None,
+        read: Any = None,
     ):
         self.options = options or {}
         self.engine = engine
         self.tokenizer = tokenizer
         self.settings = settings
+        self.read = read
 
 
 try:  # Python rules are libcst visitors; text-only runs must not need libcst imported
@@ -176,6 +185,15 @@ class Rule(_VisitorBase):  # type: ignore[misc,valid-type]
     #: anyway is ignored), "safe" (its fixes say whether each is safe) or "unsafe" (every
     #: fix it reports is applied only with `--unsafe-fixes`); see docs/fixes.md
     fix: ClassVar[str | None] = None
+    #: what the drivers and reports need to know of the rule's findings, named by role so that
+    #: no code outside the rule pack names a rule code (tests/test_architecture.py):
+    #: "unused-suppression" (it reports suppressions that suppress nothing: it runs after the
+    #: others, on what they reported), "breaks-patch" (a fix that adds one of its findings is
+    #: refused), "hunk-status" (how a hunk applies: the bump report folds the "changed-upstream"
+    #: findings of the same hunk under it), "changed-upstream", "hunk-failed" (bump says where
+    #: the code of a hunk that does not apply moved), "monkeypatch-target" (its options say which
+    #: runtime patches bump lists)
+    roles: ClassVar[frozenset[str]] = frozenset()
     VALID: ClassVar[list[Example]] = []
     INVALID: ClassVar[list[Example]] = []
 

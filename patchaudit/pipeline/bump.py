@@ -36,6 +36,7 @@ wheel members), the patches are applied in memory.
 from __future__ import annotations
 
 from patchaudit.analysis.upstream import Relocation, first_change
+from patchaudit.config.registry import codes_with_role
 from patchaudit.config.settings import Settings
 from patchaudit.engine.sources import EngineError, EngineSource, open_engine
 from patchaudit.model.findings import FileError, Finding, Target
@@ -117,15 +118,16 @@ def _applies(side: Side | None) -> str:
 
 
 def _name_destinations(findings: list[Finding], rows: list[HunkRow]) -> None:
-    """PA201 on a hunk (or a file) whose code upstream moved says where it is now and
-    how the hunk applies there."""
+    """A finding that a hunk (or a file) does not apply (the rule whose role is "hunk-failed"),
+    where upstream moved the code, says where it is now and how the hunk applies there."""
+    failed = codes_with_role("hunk-failed")
     by_hunk = {(r.patch, r.patch_line): r for r in rows if r.moved_to}
     by_section: dict[tuple[str, int | None], list[HunkRow]] = {}
     for r in rows:
         if r.moved_to:
             by_section.setdefault((r.patch, r.section_line), []).append(r)
     for f in findings:
-        if f.code != "PA201":
+        if f.code not in failed:
             continue
         row = by_hunk.get((f.path, f.line))
         if row is not None and row.new is not None and row.new.status == "failed":

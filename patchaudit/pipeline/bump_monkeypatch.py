@@ -12,18 +12,21 @@ from typing import Iterable
 from patchaudit.analysis.monkeypatch import collect, contexts_for
 from patchaudit.analysis.monkeypatch_filter import engine_packages
 from patchaudit.analysis.monkeypatch_records import TRANSPARENT_DECORATORS, MonkeyPatch
-from patchaudit.config.registry import select_rules
+from patchaudit.config.registry import codes_with_role, select_rules
 from patchaudit.engine.definitions import FuncInfo, ModuleIndex, index_module
 from patchaudit.files.reader import read_text
 from patchaudit.inputs import source_lines
+from patchaudit.pipeline.run_rules import guarded_reader
 from patchaudit.pipeline.suppression import apply_per_file_ignores, apply_suppressions, dedupe_findings
-from patchaudit.rules._monkeypatch import bump_findings, guarded_reader
+from patchaudit.rules._monkeypatch import bump_findings
 
 
 def include_tests(settings) -> bool:
-    """`include-tests` of [tool.patchaudit.rules.PA206]: list assignments in test files too."""
-    opts = settings.options_for("PA206") if hasattr(settings, "options_for") else {}
-    return bool(opts.get("include-tests", False))
+    """`include-tests` of the monkey-patch rule's options ([tool.patchaudit.rules.CODE] of the
+    rule whose role is "monkeypatch-target"): list assignments in test files too."""
+    if not hasattr(settings, "options_for"):
+        return False
+    return any(settings.options_for(code).get("include-tests", False) for code in codes_with_role("monkeypatch-target"))
 
 
 def audit_bump(py_files: list[str], old_ctx, new_ctx, settings) -> list:

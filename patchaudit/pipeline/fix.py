@@ -31,6 +31,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
+from patchaudit.config.registry import codes_with_role
 from patchaudit.config.settings import Settings
 from patchaudit.inputs.discover import PATCH, PYTHON, SourceFile, classify
 from patchaudit.model.findings import FileError, Finding, Fix
@@ -41,9 +42,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: passes of the fix loop over one file (ruff: 100; a patch needs few)
 MAX_PASSES = 10
-#: codes whose new findings always refuse a fix: the patch no longer reads, no longer parses
-#: as Python, or applies worse (a hunk that fails or needs fuzz)
-_BREAKING = ("PA301", "PA302", "PA201", "PA202")
 
 
 @dataclass
@@ -156,7 +154,9 @@ def _worse(before: list[Finding], after: list[Finding], errors: list[FileError])
     """Why the findings `after` a fix are worse than `before`, or None."""
     if errors:
         return f"the fixed file has errors ({errors[0].message})"
-    for code in _BREAKING:
+    # the rules whose new findings always refuse a fix: the patch no longer reads, no longer
+    # parses as Python, or applies worse (a hunk that fails or needs fuzz)
+    for code in codes_with_role("breaks-patch"):
         if sum(f.code == code for f in after) > sum(f.code == code for f in before):
             return f"it introduces {code}"
     old = Counter(f.code for f in before if f.severity.value == "error")

@@ -148,7 +148,7 @@ def _monkeypatch_rows(
     from patchaudit.analysis.monkeypatch import collect, contexts_for, gated_off, resolve_target
     from patchaudit.engine.versions import engine_title
     from patchaudit.pipeline.bump_monkeypatch import include_tests
-    from patchaudit.rules._monkeypatch import guarded_reader
+    from patchaudit.pipeline.run_rules import guarded_reader
 
     for mp in collect(path, text, packages, include_tests(settings), guarded_reader(settings)):
         symbol = mp.target

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 from patchaudit.files.observe import note
 from patchaudit.inputs.patchset import order_patch_set
 from patchaudit.model.findings import FileError, Finding, TraceStep
+from patchaudit.pipeline.reports import to_finding
 from patchaudit.pipeline.results import RunError
 from patchaudit.pipeline.run_rules import context_for, needs_met
 from patchaudit.pipeline.suppression import apply_per_file_ignores, apply_suppressions, settle_regions
@@ -103,20 +104,20 @@ def run_patch_set_rules(files, rules, settings, result, plan=None) -> None:
             continue
         hunk_index: dict[int, tuple[list[int], list]] = {}  # per patch: its hunks by line, built once
         for unit, rep, related in inst.set_reports:
-            f = unit.to_finding(r, rep)
+            f = to_finding(unit, r, rep)
             if f is None:
                 continue
             f.trace = [TraceStep(p, line, note) for p, line, note in related]
             f.context = _hunk_context(unit.patch, f.line, hunk_index)
             findings.setdefault(unit.path, []).append(f)
-    pa001 = any(r.code == "PA001" for r in rules)
+    reports_unused = any("unused-suppression" in r.roles for r in rules)
     bare_used: set[tuple[str, int]] = set()
     for path, fs in findings.items():
         unit = by_path[path]
         fs = apply_per_file_ignores(fs, settings)
         view = suppressible_patch_lines(unit.patch)
         kept, _ = apply_suppressions(fs, view)
-        if pa001:
+        if reports_unused:
             dropped = {f.line for f in fs} - {f.line for f in kept}
             for line in dropped:
                 ok, codes = parse_suppression(view[line - 1])
@@ -127,7 +128,8 @@ def run_patch_set_rules(files, rules, settings, result, plan=None) -> None:
         result.findings.extend(kept)
     if bare_used:
         # a blanket `# patchaudit: ignore` used only by a set rule is not unused
-        result.findings[:] = [f for f in result.findings if not (f.code == "PA001" and (f.path, f.line) in bare_used)]
+        unused = {r.code for r in rules if "unused-suppression" in r.roles}
+        result.findings[:] = [f for f in result.findings if not (f.code in unused and (f.path, f.line) in bare_used)]
 
 
 def _hunk_context(patch, line: int, index: dict | None = None) -> list[str]:

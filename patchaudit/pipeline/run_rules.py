@@ -12,6 +12,7 @@ from patchaudit.config.registry import PYTHON as K_PYTHON
 from patchaudit.config.registry import TEXT as K_TEXT
 from patchaudit.config.settings import Settings
 from patchaudit.model.findings import FileError, Finding, Report
+from patchaudit.pipeline.reports import to_finding
 from patchaudit.pipeline.results import FileResult, RunError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -34,7 +35,31 @@ def text_flavor(kind: str) -> str:
 def context_for(rule: type[Rule], settings: Settings, engine: Any = None, tokenizer: Any = None) -> RuleContext:
     from patchaudit.lint.rule import RuleContext
 
-    return RuleContext(settings.options_for(rule.code), engine=engine, tokenizer=tokenizer, settings=settings)
+    return RuleContext(
+        settings.options_for(rule.code),
+        engine=engine,
+        tokenizer=tokenizer,
+        settings=settings,
+        read=guarded_reader(settings),
+    )
+
+
+def guarded_reader(context: Any = None):
+    """`read(path) -> text | None` through the one guarded reader (regular files only,
+    bounded by max-file-size), for what a rule consults beside its unit: the importing
+    packages' `__init__.py` (version gates).  `context`: the run's settings (or a rule context)."""
+    from patchaudit.files.reader import read_text
+
+    settings = getattr(context, "settings", context)
+    limit = getattr(settings, "max_file_size", None) or 64 * 1024 * 1024
+
+    def read(path: str) -> str | None:
+        try:
+            return read_text(path, limit)
+        except (OSError, ValueError):
+            return None
+
+    return read
 
 
 def needs_met(rule: type[Rule], *, engine: Any, tokenizer: Any) -> bool:
@@ -333,7 +358,7 @@ def _to_findings(unit, rule: type[Rule], reports: Iterable[Report]) -> list[Find
             import dataclasses
 
             rep = dataclasses.replace(rep, trace=tuple(s[:2] for s in rep.trace))
-        f = unit.to_finding(rule, rep)
+        f = to_finding(unit, rule, rep)
         if f is not None:
             if far and len(f.trace) == len(rep.trace):
                 f.trace = [_far_step(far[i], f.path) if i in far else t for i, t in enumerate(f.trace)]

@@ -112,10 +112,10 @@ def finish_findings(
     engines: Any,
     tokenizer: Any,
 ) -> None:
-    """Issue 6: PA001 (unused suppressions, opt-in) and baseline fingerprints."""
-    if any(r.code == "PA001" for r in rules):
+    """The findings of rules that judge the other rules' suppressions (the role
+    "unused-suppression": unused suppressions, opt-in), then baseline fingerprints."""
+    for judge in [r for r in rules if "unused-suppression" in r.roles]:
         from patchaudit.config.registry import all_rules
-        from patchaudit.rules.pa001_unused_suppression import unused_suppression_findings
 
         ran = [
             r
@@ -123,7 +123,7 @@ def finish_findings(
             if needs_met(r, engine=engines if src.kind in (PATCH, PYTHON) else None, tokenizer=tokenizer)
         ]
         result.findings += apply_per_file_ignores(
-            unused_suppression_findings(
+            judge.suppression_findings(  # type: ignore[attr-defined]
                 src.path,
                 result.unused_suppressions,
                 comment_lines if comment_lines is not None else raw_lines,

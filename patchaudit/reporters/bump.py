@@ -10,11 +10,10 @@ escaped (patchaudit/model/escape.py).
 
 from __future__ import annotations
 
+from patchaudit.config.registry import codes_with_role
 from patchaudit.model.escape import safe_lines, visible
 from patchaudit.model.findings import Finding
 
-#: the findings a PA203 on the same hunk is folded into
-HOSTS = ("PA201", "PA202", "PA208")
 _RANK = {"error": 0, "warning": 1, "info": 2}
 
 
@@ -23,14 +22,16 @@ def fold(findings: list[Finding]) -> tuple[list[Finding], dict[int, list[Finding
     {id(host): the PA203 findings folded into it}): a PA203 at the @@ line (or file header)
     of a hunk that has a PA201, PA202 or PA208 there says nothing the reviewer does not
     already act on, so it goes under that finding."""
+    # the rules name their roles (`Rule.roles`): how a hunk applies hosts what changed upstream
+    host_codes, folded_codes = codes_with_role("hunk-status"), codes_with_role("changed-upstream")
     hosts: dict[tuple[str, int], Finding] = {}
     for f in findings:
-        if f.code in HOSTS:
+        if f.code in host_codes:
             hosts.setdefault((f.path, f.line), f)
     shown: list[Finding] = []
     folded: dict[int, list[Finding]] = {}
     for f in findings:
-        host = hosts.get((f.path, f.line)) if f.code == "PA203" else None
+        host = hosts.get((f.path, f.line)) if f.code in folded_codes else None
         if host is not None:
             folded.setdefault(id(host), []).append(f)
         else:
@@ -90,5 +91,6 @@ def summary_line(report) -> str:
     parts = ", ".join(f"{v} {k}{'s' if v != 1 else ''}" for k, v in by.items() if v)
     _, folded = fold(report.findings)
     n_folded = sum(len(v) for v in folded.values())
-    also = f", {n_folded} PA203 folded into their hunk's PA201/PA202/PA208" if n_folded else ""
+    what, hosts = "/".join(codes_with_role("changed-upstream")), "/".join(codes_with_role("hunk-status"))
+    also = f", {n_folded} {what} folded into their hunk's {hosts}" if n_folded else ""
     return f"Found {n} finding{'s' if n != 1 else ''} ({parts}{also}); {hunks}."

@@ -171,6 +171,15 @@ def _fill(groups: dict[str, list[str]], budget: int) -> dict[str, int]:
     return take
 
 
+def _folded_note(n: int) -> str:
+    """How many findings of what changed upstream went under how their hunk applies."""
+    from patchaudit.config.registry import codes_with_role
+
+    what = "/".join(codes_with_role("changed-upstream"))
+    hosts = "/".join(codes_with_role("hunk-status"))
+    return f"_{_plural(n, what + ' finding')} folded into the {hosts} of the same hunk._"
+
+
 def _blocks(findings, folded, with_hunk: bool) -> list[str]:
     return ["\n".join(_finding_block(f, with_hunk, folded.get(id(f), ()))) + "\n" for f in findings]
 
@@ -216,7 +225,7 @@ def render_bump(report, limit: int | None = None) -> str:
                 out += ["", f"##### {_escape(code)} {_escape(name)} ({len(fs)}{cut})", ""]
                 out.append("".join(_blocks(fs[:k], folded, w_hunks)).rstrip("\n") or "_none shown_")
         if n_folded:
-            out += ["", f"_{_plural(n_folded, 'PA203 finding')} folded into the PA201/PA202/PA208 of the same hunk._"]
+            out += ["", _folded_note(n_folded)]
         if not report.findings:
             out += ["", "No findings."]
         if with_tables and tables:

@@ -5,31 +5,22 @@ patch hunk parsed on its own (fragment mode), a whole engine file with the
 patch applied (exact mode), the lines of a shell/Dockerfile/YAML/.env file or
 hunk, or a patch file as a whole.  Every unit knows how to map a line of its
 own text back to the place a user reads (`LineInfo`): the `.py` file, or the
-patch file's own line plus the engine file's line.  `to_finding` does that
-mapping for every report of every rule, in one place.
+patch file's own line plus the engine file's line.  `pipeline.reports.to_finding` does that
+mapping for every report of every rule, in one place (the driver builds the finding:
+`patchaudit/pipeline/reports.py`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from patchaudit.inputs.textmemo import TextMemo
-from patchaudit.model.findings import Finding, Report, Severity, Target, TraceStep
 
 if TYPE_CHECKING:  # pragma: no cover
     from patchaudit.inputs.patches import FileSection, Hunk, PatchFile
 
 INCOMPLETE_NOTE = "call continues past the hunk; give --engine to confirm"
-
-
-class RuleIdentity(Protocol):
-    """What a unit needs of a rule to turn its reports into findings (a `Rule` class
-    of patchaudit/lint/rule.py has it): the units never import the rule framework."""
-
-    code: str
-    name: str
-    severity: Severity
 
 
 @dataclass(frozen=True)
@@ -77,60 +68,6 @@ class Unit:
         if self.patch is not None and hunk is not None:
             return self.patch.hunk_text(hunk)
         return []
-
-    def to_finding(self, rule: RuleIdentity, rep: Report) -> Finding | None:
-        """Map a report to a finding, or None when it lies outside the judged lines."""
-        trace_lines = [l for l, _ in rep.trace]
-        if not self.judges(rep.line, rep.end_line) and not any(self.judges(l, l) for l in trace_lines):
-            return None
-        anchor = rep.line
-        info = self.info(anchor)
-        if info is None or (
-            self.judged is not None and anchor not in self.judged and not self.judges(rep.line, rep.end_line)
-        ):
-            # e.g. a trace-only hit: anchor at the first judged line of the range/trace
-            cands = [l for l in range(rep.line, rep.end_line + 1) if self.judges(l, l)] or [
-                l for l in trace_lines if self.judges(l, l)
-            ]
-            for c in cands:
-                if self.info(c) is not None:
-                    anchor, info = c, self.info(c)
-                    break
-        if info is None:
-            return None
-        column = (rep.column if anchor == rep.line else 0) + info.col_shift + 1
-        end_info = self.info(rep.end_line)
-        end_line = end_info.line if end_info else info.line
-        end_column = rep.end_column + (end_info.col_shift if end_info else 0) + 1
-        message = rep.message
-        if rep.incomplete or self.is_incomplete(rep.end_line, rep.end_column):
-            message += f" ({INCOMPLETE_NOTE})"
-        target = None
-        if self.target_path is not None:
-            target = Target(self.target_path, info.target_line, self.symbol_at(anchor))
-        trace = []
-        for l, note in rep.trace:
-            ti = self.info(l)
-            if ti is None and self.target_path is not None:
-                # exact mode: a step outside the patch's lines is a line of the patched engine file
-                trace.append(TraceStep(self.target_path, l, note))
-            else:
-                trace.append(TraceStep(self.path, ti.line if ti else l, note))
-        return Finding(
-            code=rule.code,
-            name=rule.name,
-            severity=rep.severity or rule.severity,
-            message=message,
-            path=self.path,
-            line=info.line,
-            column=column,
-            end_line=max(end_line, info.line),
-            end_column=end_column,
-            target=target,
-            trace=trace,
-            context=self.context_lines(anchor),
-            fix=rep.fix,
-        )
 
 
 @dataclass
