@@ -26,6 +26,13 @@ lets the decompressor's errors through unchanged (`wrap_errors=False`).
 
 Callers catch `ReadError` and report it as an error of the file (exit code 2);
 the rest of the run goes on.  Nothing here writes.
+
+Within `reading_once()` (a run: `check`, `bump`, the language server's analysis of a
+change) `read_bytes` reads each file once: its bytes (or the error) are kept for the
+rest of the run, so the whole-repository pre-pass, the scan and the patch-set rules
+share one read instead of each opening the file again.  A read with a larger
+`limit` than a kept refusal for size reads again; a kept file larger than a
+caller's `limit` is refused to that caller as a fresh read would be.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ import lzma
 import os
 import stat
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import IO
 
 from patchaudit.files.observe import note
@@ -150,7 +158,58 @@ def open_regular(path: str, limit: int | None = DEFAULT_LIMIT, root: str | None 
         raise
 
 
+class _Once:
+    """The files one run read: (absolute path, root) -> (the limit read with, bytes or the error)."""
+
+    def __init__(self) -> None:
+        self.kept: dict[tuple[str, str | None], tuple[int, bytes | ReadError]] = {}
+        self.reads = 0  # files opened and read (for the tests: each at most once)
+
+
+#: the runs under way (innermost last): `reading_once`
+_ONCE: list[_Once] = []
+
+
+@contextmanager
+def reading_once() -> Iterator[_Once]:
+    """Within it, `read_bytes` reads each file once and keeps its bytes for the run."""
+    once = _Once()
+    _ONCE.append(once)
+    try:
+        yield once
+    finally:
+        _ONCE.remove(once)
+
+
 def read_bytes(path: str, limit: int = DEFAULT_LIMIT, root: str | None = None) -> bytes:
+    """The whole content of a regular file of at most `limit` bytes (once per run:
+    `reading_once`)."""
+    if not _ONCE:
+        return _read_bytes(path, limit, root)
+    once = _ONCE[-1]
+    key = (os.path.abspath(path), root)
+    got = once.kept.get(key)
+    if got is not None:
+        kept_limit, value = got
+        if isinstance(value, bytes):
+            note(path)  # the run depends on it (files/observe.py), as on a first read
+            if len(value) > limit:
+                raise _too_big(path, len(value), limit)
+            return value
+        if not (isinstance(value, TooLarge) and limit > kept_limit):
+            note(path)
+            raise type(value)(path, value.reason, value.line, cause=value.cause)
+    once.reads += 1
+    try:
+        data = _read_bytes(path, limit, root)
+    except ReadError as exc:
+        once.kept[key] = (limit, exc)
+        raise
+    once.kept[key] = (limit, data)
+    return data
+
+
+def _read_bytes(path: str, limit: int, root: str | None) -> bytes:
     """The whole content of a regular file of at most `limit` bytes.
 
     The hot path of every scan (one call per file): the descriptor is read

@@ -250,7 +250,17 @@ def open_pair(engine: str, old_spec: str, new_spec: str) -> tuple[EngineSource, 
 def run_bump(
     paths: list[str], engine: str, old_spec: str, new_spec: str, settings: Settings, strip: int | None = None
 ) -> BumpReport:
-    """Audit the patches (and monkey-patching .py files) under `paths` for the bump OLD -> NEW."""
+    """Audit the patches (and monkey-patching .py files) under `paths` for the bump OLD -> NEW
+    (every file read once: files/reader.py `reading_once`)."""
+    from patchaudit.files.reader import reading_once
+
+    with reading_once():
+        return _bump(paths, engine, old_spec, new_spec, settings, strip)
+
+
+def _bump(
+    paths: list[str], engine: str, old_spec: str, new_spec: str, settings: Settings, strip: int | None
+) -> BumpReport:
     from patchaudit.inputs.discover import PATCH, PYTHON, discover
     from patchaudit.inputs.patches import read_patch
     from patchaudit.pipeline.analyse import analyse_file

@@ -64,6 +64,15 @@ def run_check(paths: list[str], settings: Settings, progress: Any = None, replay
 
 
 def _check(paths: list[str], settings: Settings, metas: list, codes: list[str], root: Any, progress: Any) -> RunResult:
+    """One run: every file it needs read once (files/reader.py `reading_once`), shared by the
+    whole-repository pre-pass, the scan and the patch-set rules."""
+    from patchaudit.files.reader import reading_once
+
+    with reading_once():
+        return _run(paths, settings, metas, codes, root, progress)
+
+
+def _run(paths: list[str], settings: Settings, metas: list, codes: list[str], root: Any, progress: Any) -> RunResult:
     from patchaudit.pipeline.cache import ResultCache
     from patchaudit.pipeline.parallel import scan, scan_jobs
     from patchaudit.pipeline.replay import discovered
