@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from patchaudit.files.observe import note, unstable
-from patchaudit.inputs.recipes import TOO_MUCH, CheckoutStep, CopyStep, PatchStep, PinStep, Recipe, SedStep, read_recipe
+from patchaudit.inputs.recipes import BOUNDS, CheckoutStep, CopyStep, PatchStep, PinStep, Recipe, SedStep, read_recipe
 from patchaudit.model.findings import FileError
 from patchaudit.patching.appliers import DEFAULT_APPLIER, Applier
 
@@ -178,7 +178,7 @@ def build_plan(files: list, settings: Any, root: str | None = None) -> Plan:
             for p in set(plan.assigned) - before:
                 plan.ordered[p] = plan.assigned.pop(p)
             continue
-        plan.errors.extend(FileError(path, message, line) for line, message in recipe.problems if message == TOO_MUCH)
+        plan.errors.extend(FileError(path, message, line) for line, message in recipe.problems if message in BOUNDS)
         _walk_recipe(plan, recipe, top)
     _apply_bindings(plan, patches, settings)
     _find_alternatives(plan, patches, top)

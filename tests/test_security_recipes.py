@@ -1,0 +1,103 @@
+"""Recipes, sed expressions and configured patterns from a hostile checkout are bounded.
+
+A build script is read as a recipe without being run (patchaudit/inputs/recipes.py);
+its variables are expanded, its commands split into words, its `sed -i` expressions
+applied to engine files, its globs resolved.  Each test below plants one hostile input
+and checks the outcome and the work done (counted, never timed): an error naming the
+file and line, exit code 2 where the input is refused, no traceback.  The commands run
+in a child process (tests/test_security_readers.py `pa`) whose own timeout is only a
+safety net for a regression.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+from test_security_readers import MAX_RSS_KB, no_traceback, pa  # (tests/ is on sys.path)
+
+from patchaudit.inputs import recipes, shellcmd
+from patchaudit.inputs.recipes import UNKNOWN, read_recipe
+
+MAX_EXPANDED = getattr(recipes, "MAX_EXPANDED", 32 * 1024)
+
+DOUBLING = "A=xy\n" + "A=$A$A\n" * 20 + "git apply $A.patch\n"
+
+
+def _count_split_chars(monkeypatch) -> list[int]:
+    """The characters `words` is asked to split (shlex's work), counted."""
+    seen: list[int] = []
+    real = shellcmd.words
+
+    def counting(text: str):
+        seen.append(len(text))
+        return real(text)
+
+    monkeypatch.setattr(recipes, "words", counting)
+    return seen
+
+
+def test_doubled_variable_is_bounded_and_marked(monkeypatch):
+    seen = _count_split_chars(monkeypatch)
+    recipe = read_recipe("/r/build.sh", "shell", DOUBLING)
+    # 2^20 times the first value unbounded: each command stays under the expansion limit
+    assert max(seen) <= MAX_EXPANDED + 64
+    assert sum(seen) <= 22 * (MAX_EXPANDED + 64)
+    assert any("longer than" in m and line == 15 for line, m in recipe.problems), recipe.problems
+    # the value past the bound is unknown: it names no file
+    assert UNKNOWN in recipe.env["A"]
+    assert not [s for s in recipe.steps if isinstance(s, recipes.PatchStep)]
+
+
+def test_doubled_variable_in_a_dockerfile_is_bounded():
+    text = "FROM base\nENV A=xy\n" + "ENV A=$A$A\n" * 24 + "RUN git apply $A.patch\n"
+    recipe = read_recipe("/r/Dockerfile", "dockerfile", text)
+    assert len(recipe.env["A"]) <= MAX_EXPANDED
+    assert any("longer than" in m for _, m in recipe.problems)
+
+
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        ("if a; then\n" * 5000, "nested more than"),  # was a RecursionError
+        ("for a in b; do\n" * 5000, "nested more than"),
+        ("echo " + "x" * 200_000 + "\n", "a command longer than"),
+        ("A=1\n" + ("echo " + "$A" * 5000 + "\n") * 400, "expand to more than"),
+    ],
+    ids=["nested-if", "nested-for", "long-word", "many-references"],
+)
+def test_shell_shapes_are_bounded(monkeypatch, text, problem):
+    seen = _count_split_chars(monkeypatch)
+    recipe = read_recipe("/r/build.sh", "shell", text)
+    assert any(problem in m for _, m in recipe.problems), recipe.problems
+    assert sum(seen) <= getattr(recipes, "MAX_RECIPE_TEXT", 2**20) + 64 * 1024
+
+
+def test_backticks_are_scanned_in_linear_work():
+    """The scanner counted the backticks of its buffer at each one (quadratic)."""
+    calls = {"n": 0}
+
+    class CountingList(list):
+        def count(self, value):
+            calls["n"] += len(self)
+            return super().count(value)
+
+    scanner = shellcmd._Scanner("echo " + "`a` " * 3000, 1)
+    scanner.buf = CountingList()
+    got = scanner.run()
+    assert got and calls["n"] <= 10 * 3000
+
+
+@pytest.mark.parametrize("command", ["check", "plan"])
+def test_doubling_script_is_an_error_not_a_hang(tmp_path, command):
+    (tmp_path / "build.sh").write_text(DOUBLING)
+    res = pa(tmp_path, command, ".")
+    no_traceback(res)
+    assert res.returncode == 2, res
+    assert "build.sh:15" in res.stderr and "longer than" in res.stderr, res
+    assert res.maxrss_kb is None or res.maxrss_kb < MAX_RSS_KB
+
+
+def test_words_refuses_a_long_command():
+    assert shellcmd.words("x" * (64 * 1024 + 1)) is None
+    assert shellcmd.words(shlex.quote("a b") + " c") == ["a b", "c"]
