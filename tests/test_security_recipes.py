@@ -18,6 +18,7 @@ from test_security_readers import MAX_RSS_KB, no_traceback, pa  # (tests/ is on 
 
 from patchaudit.inputs import recipes, shellcmd
 from patchaudit.inputs.recipes import UNKNOWN, read_recipe
+from patchaudit.inputs.sedexpr import Unsupported, parse_substitution
 
 MAX_EXPANDED = getattr(recipes, "MAX_EXPANDED", 32 * 1024)
 
@@ -101,3 +102,68 @@ def test_doubling_script_is_an_error_not_a_hang(tmp_path, command):
 def test_words_refuses_a_long_command():
     assert shellcmd.words("x" * (64 * 1024 + 1)) is None
     assert shellcmd.words(shlex.quote("a b") + " c") == ["a b", "c"]
+
+
+# ---------------------------------------------------------------------------
+# sed expressions run under RE2 (linear time), never Python's backtracking re
+
+
+@pytest.mark.parametrize(
+    "script, extended, line",
+    [
+        ("s/(.+)+Q/R/", True, "x" * 3000),
+        (r"s/\(a*\)*b/R/g", False, "a" * 3000),
+        ("s/(a|aa)+$/R/", True, "a" * 3000 + "!"),
+    ],
+    ids=["nested-plus", "bre-nested-star", "alternation"],
+)
+def test_sed_pattern_runs_in_linear_time_like_gnu_sed(tmp_path, script, extended, line):
+    import re
+    import subprocess
+
+    sub = parse_substitution(script, extended)
+    assert not isinstance(sub.pattern, re.Pattern)  # never the backtracking engine
+    f = tmp_path / "in.txt"
+    f.write_text(line + "\n")
+    subprocess.run(["sed", *(["-E"] if extended else []), "-i", script, str(f)], check=True, timeout=60)
+    assert sub.apply_line(line) == f.read_text().rstrip("\n")
+
+
+@pytest.mark.parametrize(
+    "script, text",
+    [("s/a\\|ab/X/", "abab"), ("s/\\(a*\\)\\(ab\\)*b/[\\1,\\2]/", "aabab"), ("s/x*/-/g", "abc")],
+)
+def test_sed_matches_gnu_sed_leftmost_longest(tmp_path, script, text):
+    import subprocess
+
+    f = tmp_path / "in.txt"
+    f.write_text(text + "\n")
+    subprocess.run(["sed", "-i", script, str(f)], check=True, timeout=60)
+    assert parse_substitution(script).apply_line(text) == f.read_text().rstrip("\n")
+
+
+def test_sed_back_reference_in_pattern_is_refused_with_a_reason():
+    with pytest.raises(Unsupported, match="back-reference"):
+        parse_substitution(r"s/\(a\)\1/x/")
+
+
+SED_SCRIPT = """\
+#!/bin/sh
+SITE=/usr/lib/python3/site-packages/sglang
+sed -E -i 's/(.+)+Q/R/' $SITE/srt/layer.py
+sed -i 's/\\(ab\\)\\1/x/' $SITE/srt/layer.py
+"""
+
+
+def test_hostile_sed_on_an_engine_file_is_bounded(tmp_path):
+    engine = tmp_path / "engine" / "sglang"
+    (engine / "srt").mkdir(parents=True)
+    (engine / "__init__.py").write_text("")
+    (engine / "srt" / "layer.py").write_text("x = 1\n" + "#" + "a" * 4000 + "\n")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "post_install.sh").write_text(SED_SCRIPT)
+    res = pa(repo, "check", ".", "--no-cache", "--engine", f"sglang={tmp_path / 'engine'}")
+    no_traceback(res)
+    # the back-reference is not run: said, naming the recipe and its line
+    assert "post_install.sh:4: sed" in res.stderr and "back-reference" in res.stderr, res
