@@ -167,3 +167,34 @@ def test_hostile_sed_on_an_engine_file_is_bounded(tmp_path):
     no_traceback(res)
     # the back-reference is not run: said, naming the recipe and its line
     assert "post_install.sh:4: sed" in res.stderr and "back-reference" in res.stderr, res
+
+
+# ---------------------------------------------------------------------------
+# configured patterns (rule options) run under RE2, or are refused at load
+
+
+def _pa105_tree(tmp_path, pattern: str):
+    pytest.importorskip("tokenizers")
+    from test_tokenizer import write_tokenizer
+
+    write_tokenizer(tmp_path / "model")
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.patchaudit]\ntokenizer = "model"\n\n[tool.patchaudit.rules.PA105]\n' + f"pattern = '{pattern}'\n"
+    )
+    (tmp_path / "proc.py").write_text(f'image_token = "{"a" * 42}"\n')
+
+
+def test_configured_pattern_runs_in_linear_time(tmp_path):
+    _pa105_tree(tmp_path, "(a+)+b")
+    res = pa(tmp_path, "check", "--select", "PA105", "--no-cache", "proc.py")
+    no_traceback(res)
+    assert res.returncode == 1 and "PA105" in res.stdout, res  # the whole value is judged
+
+
+def test_configured_pattern_re2_cannot_run_is_refused_at_load(tmp_path):
+    _pa105_tree(tmp_path, r"(a)\1")
+    res = pa(tmp_path, "check", "--select", "PA105", "--no-cache", "proc.py")
+    no_traceback(res)
+    assert res.returncode == 2, res
+    assert "pyproject.toml: [tool.patchaudit.rules.PA105] pattern:" in res.stderr, res
+    assert "back-reference" in res.stderr, res

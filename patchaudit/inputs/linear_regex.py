@@ -48,3 +48,12 @@ def _reason(exc: Exception) -> str:
     elif "perl operator: (?" in text:
         hint = " (a look-around)"
     return f"RE2, the linear-time engine patterns from a checkout run under, cannot run it: {text}{hint}"
+
+
+def re2_available() -> bool:
+    """Whether google-re2 can be imported (a dependency; a broken install falls back safely)."""
+    try:
+        import re2  # noqa: F401
+    except ImportError:
+        return False
+    return True
