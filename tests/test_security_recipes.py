@@ -198,3 +198,65 @@ def test_configured_pattern_re2_cannot_run_is_refused_at_load(tmp_path):
     assert res.returncode == 2, res
     assert "pyproject.toml: [tool.patchaudit.rules.PA105] pattern:" in res.stderr, res
     assert "back-reference" in res.stderr, res
+
+
+# ---------------------------------------------------------------------------
+# a recipe's globs are resolved inside the project root only, and bounded
+
+
+def _glob_tree(tmp_path):
+    outside = tmp_path / "elsewhere" / "a" / "b"
+    outside.mkdir(parents=True)
+    (outside / "other.patch").write_text("--- a/x\n+++ b/x\n")
+    repo = tmp_path / "repo"
+    (repo / "patches" / "v1").mkdir(parents=True)
+    (repo / "patches" / "v1" / "ours.patch").write_text("--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n")
+    (repo / "up").symlink_to(tmp_path)  # a committed link out of the checkout
+    (repo / "build.sh").write_text(
+        "for p in /*/*/*/*/*/*/*.patch; do git apply $p; done\n"
+        f"for p in {tmp_path}/*/*/*/*.patch; do git apply $p; done\n"
+        'for p in "$(dirname "$0")"/../*/*/*/*.patch; do git apply $p; done\n'
+        'for p in "$(dirname "$0")"/up/*/*/*/*.patch; do git apply $p; done\n'
+        'for p in "$(dirname "$0")"/patches/*/*.patch; do git apply $p; done\n'
+    )
+    return repo
+
+
+def test_recipe_globs_stay_inside_the_project_root(tmp_path, monkeypatch):
+    import json
+    import os
+
+    from click.testing import CliRunner
+
+    from patchaudit.cli import main
+
+    repo = _glob_tree(tmp_path)
+    monkeypatch.chdir(repo)
+    read: list[str] = []
+    real_scandir = os.scandir
+
+    def counting(path="."):
+        read.append(os.path.abspath(os.fspath(path)))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", counting)
+    out = CliRunner().invoke(main, ["plan", ".", "--format", "json"])
+    monkeypatch.setattr(os, "scandir", real_scandir)
+    assert "Traceback" not in out.output
+    outside = [p for p in read if not (p + os.sep).startswith(str(repo) + os.sep)]
+    assert outside == [], outside[:10]
+    assert "other.patch" not in out.output and "elsewhere" not in out.output
+    got = json.loads(out.stdout)
+    assert [p["patch"] for s in got["sets"] for p in s["patches"]] == ["patches/v1/ours.patch"]
+
+
+def test_a_recipe_glob_reads_a_bounded_number_of_folders(tmp_path, monkeypatch):
+    from patchaudit.pipeline import recipe_paths
+
+    monkeypatch.setattr(recipe_paths, "MAX_GLOB_FOLDERS", 50)
+    for i in range(30):
+        for j in range(30):
+            (tmp_path / f"d{i}" / f"e{j}").mkdir(parents=True)
+    cut: list[str] = []
+    got = recipe_paths.glob_inside(str(tmp_path / "*" / "*" / "*.patch"), str(tmp_path), cut)
+    assert got == [] and cut and "more than 50 folders" in cut[0]
