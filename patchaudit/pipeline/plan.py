@@ -231,7 +231,8 @@ def _walk_recipe(plan: Plan, recipe: Recipe, top: str) -> None:
             plan.seds.append((step, engine_name(step.cwd, clones)))
         elif isinstance(step, PatchStep):
             engine = engine_name(step.cwd, clones)
-            found, copy_used = _locate(step, recipe, copies, folder, top, cut := [])
+            cut: list[str] = []
+            found, copy_used = _locate(step, recipe, copies, folder, top, cut)
             plan.errors.extend(FileError(recipe.path, message, step.line) for message in cut)
             if not found:
                 continue
