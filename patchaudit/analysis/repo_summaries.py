@@ -157,6 +157,8 @@ class RepoView:
         self._needles: dict[str, list[str]] | None = None
         self._word_keys: list[tuple[bytes, bytes]] | None = None
         self._sources: list[str] | None = None
+        self._sinks: list[str] | None = None
+        self._stored: list[tuple[str, str, bytes]] | None = None
 
     def put(self, summary: ModuleSummary) -> None:
         self.summaries[summary.path] = summary
@@ -164,6 +166,8 @@ class RepoView:
         self._needles = None
         self._word_keys = None
         self._sources = None
+        self._sinks = None
+        self._stored = None
 
     def carriers(self) -> dict[str, Value]:
         if self._carriers is None:
@@ -187,10 +191,25 @@ class RepoView:
         return self._sources
 
     def sinks(self) -> list[str]:
-        """The last name of every function whose parameters reach a sink."""
-        return sorted(
-            {q.rsplit(".", 1)[-1] for s in self.summaries.values() for q, f in s.functions.items() if f.param_sinks}
-        )
+        """The last name of every function whose parameters reach a sink (once per view: the
+        rule asks for every file, and a repository of N modules made that N x N)."""
+        if self._sinks is None:
+            self._sinks = sorted(
+                {q.rsplit(".", 1)[-1] for s in self.summaries.values() for q, f in s.functions.items() if f.param_sinks}
+            )
+        return self._sinks
+
+    def stored(self) -> list[tuple[str, str, bytes]]:
+        """(carrier field, module, what it stores there as bytes) of every carrier with a
+        taint, once per view (each module's dependency key reads them all)."""
+        if self._stored is None:
+            self._stored = [
+                (name, other, repr((name, other, sorted((l, repr(o)) for l, o, _ in taints))).encode())
+                for name, paths in self.needles().items()
+                for other in paths
+                if (taints := self.summaries[other].carriers.get(name))
+            ]
+        return self._stored
 
     def needles(self) -> dict[str, list[str]]:
         """The words a module must hold to see anything of the others (the last name of
@@ -248,11 +267,9 @@ class RepoView:
             s = self.summaries.get(dep)
             h.update(dep.encode("utf-8", "surrogateescape"))
             h.update(s.key() if s is not None else b"-")
-        for name, paths in self.needles().items():
-            for other in paths:
-                taints = self.summaries[other].carriers.get(name)
-                if taints and other != path and (words is None or name in words) and self.index.linked(path, other):
-                    h.update(repr((name, other, sorted((l, repr(o)) for l, o, _ in taints))).encode())
+        for name, other, stored in self.stored():
+            if other != path and (words is None or name in words) and self.index.linked(path, other):
+                h.update(stored)
         return h.digest()
 
     def dependencies(self, path: str) -> set[str]:
