@@ -10,6 +10,7 @@ import json
 
 import pytest
 from test_tokenizer import build_tokenizer, write_tokenizer  # (tests/ is on sys.path)
+from test_security_readers import MAX_RSS_KB, no_traceback, pa
 from test_tokens_command import audit
 
 from patchaudit.inputs.tokenizer import load_tokenizer
@@ -81,3 +82,52 @@ def test_diff_ids_agrees_with_difflib_on_local_drifts():
             if tag != "equal"
         ]
         assert [(d.start, d.ids, d.becomes) for d in tokens_mod.diff_ids(a, b)] == want
+
+
+# ---------------------------------------------------------------------------
+# a tokenizer.json whose pipeline grows text without bound is refused at load
+
+BIG = 8 * 1024 * 1024
+
+
+def _hostile_tokenizer(folder, model, section: str, node) -> None:
+    src, _ = model
+    data = json.loads((src / "tokenizer.json").read_text())
+    data[section] = node
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "tokenizer.json").write_text(json.dumps(data))
+
+
+HOSTILE = {
+    "normalizer-replace": ("normalizer", {"type": "Replace", "pattern": {"String": "a"}, "content": "x" * BIG}),
+    "decoder-replace": ("decoder", {"type": "Replace", "pattern": {"String": "a"}, "content": "x" * BIG}),
+    "normalizer-chain": (
+        "normalizer",
+        {"type": "Sequence", "normalizers": [{"type": "Replace", "pattern": {"String": "a"}, "content": "aa"}] * 40},
+    ),
+    "pre-tokenizer-metaspace": ("pre_tokenizer", {"type": "Metaspace", "replacement": "x" * BIG}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_a_tokenizer_that_grows_text_is_refused_by_check_and_tokens(model, tmp_path, case):
+    section, node = HOSTILE[case]
+    _hostile_tokenizer(tmp_path / "model", model, section, node)
+    (tmp_path / "pyproject.toml").write_text('[tool.patchaudit]\ntokenizer = "model"\n')
+    (tmp_path / "proc.py").write_text('image_token = "<|kimi_image_placeholder|>"\n' + "a" * 2000 + " = 1\n")
+    (tmp_path / "r.jsonl").write_text(json.dumps({"tokens": list(range(5, 200))}) + "\n")
+    for args in (("check", "--select", "PA105", "--no-cache", "proc.py"), ("tokens", "r.jsonl", "--tokenizer", "model")):
+        res = pa(tmp_path, *args, limit_memory=True)
+        no_traceback(res)
+        assert res.returncode == 2, (args, res)
+        assert "tokenizer.json" in res.stderr and section in res.stderr and "refused" in res.stderr, (args, res)
+        assert res.maxrss_kb is None or res.maxrss_kb < MAX_RSS_KB
+
+
+def test_a_sample_that_would_decode_past_the_bound_is_an_error_of_its_line(model, tmp_path, monkeypatch):
+    folder, _ = model
+    monkeypatch.setattr(tokens_mod, "MAX_DECODED", 1000)
+    rollouts = tmp_path / "r.jsonl"
+    rollouts.write_text(json.dumps({"tokens": [5] * 10}) + "\n" + json.dumps({"tokens": [5] * 5000}) + "\n")
+    code, out, err = audit([rollouts], load_tokenizer(folder))
+    assert code == 2 and ":2:" in err and "not audited" in err, err

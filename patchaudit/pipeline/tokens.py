@@ -32,6 +32,11 @@ MAX_LINE = 64 * 1024 * 1024
 #: the largest JSONL file on disk read (recorded rollouts are streamed: only one line
 #: is in memory at a time)
 MAX_FILE = 1 << 40
+#: the most characters the samples of one batch may decode to, by the tokenizer's longest
+#: piece (patchaudit/inputs/tokenizer_bounds.py): a longer sample is an error of its line,
+#: and a batch is checked early when its samples reach it (memory stays bounded whatever
+#: the tokenizer's tokens)
+MAX_DECODED = 128 * 1024 * 1024
 _BOM = b"\xef\xbb\xbf"
 
 
@@ -389,10 +394,14 @@ def audit_files(
         error_count += 1
         on_error(path, line, message)
 
+    decoded = 0  # of `pending`, bounded by MAX_DECODED
+
     def flush(pending: list[Sample]) -> None:
+        nonlocal decoded
         aud.check_batch(pending)
         on_batch(pending)
         pending.clear()
+        decoded = 0
 
     for path in files:
         before = (aud.checked, aud.drifting)
@@ -410,7 +419,15 @@ def audit_files(
                     continue
                 if parsed is None:
                     continue
+                size = len(parsed[0]) * getattr(aud.tok, "max_piece", 1)
+                if size > MAX_DECODED:
+                    error(path, n, f"{len(parsed[0]):,} ids may decode to {size:,} characters with this tokenizer "
+                                   f"(limit {MAX_DECODED:,}): not audited")  # fmt: skip
+                    continue
+                if decoded + size > MAX_DECODED:
+                    flush(pending)
                 pending.append(Sample(path, n, parsed[0], parsed[1]))
+                decoded += size
                 if len(pending) >= aud.batch:
                     flush(pending)
         except FileNotFoundError:
