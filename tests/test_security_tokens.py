@@ -131,3 +131,27 @@ def test_a_sample_that_would_decode_past_the_bound_is_an_error_of_its_line(model
     rollouts.write_text(json.dumps({"tokens": [5] * 10}) + "\n" + json.dumps({"tokens": [5] * 5000}) + "\n")
     code, out, err = audit([rollouts], load_tokenizer(folder))
     assert code == 2 and ":2:" in err and "not audited" in err, err
+
+
+# ---------------------------------------------------------------------------
+# a tokenizer that fails on one sample: an error of that sample, the others reported
+
+
+def test_a_sample_that_breaks_the_tokenizer_is_an_error_of_its_line(model, tmp_path):
+    src, raw = model
+    data = json.loads((src / "tokenizer.json").read_text())
+    # onig (the library's regex engine) gives up on this one with its retry limit
+    split = {"type": "Split", "pattern": {"Regex": "(a|aa)+$"}, "behavior": "Isolated", "invert": False}
+    data["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [split, data["pre_tokenizer"]]}
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "tokenizer.json").write_text(json.dumps(data))
+    fine = raw.encode("it is truly great", add_special_tokens=False).ids
+    breaks = raw.encode("a" * 300 + "b", add_special_tokens=False).ids
+    lines = [{"tokens": fine}, {"tokens": breaks}, {"tokens": fine}]
+    (tmp_path / "r.jsonl").write_text("".join(json.dumps(o) + "\n" for o in lines))
+    res = pa(tmp_path, "tokens", "r.jsonl", "--tokenizer", "model", "--format", "json", "--all-samples")
+    no_traceback(res)
+    assert res.returncode == 2, res
+    assert "r.jsonl:2: error: the tokenizer failed on this sample" in res.stderr, res
+    got = json.loads(res.stdout)
+    assert [s["line"] for s in got["samples"]] == [1, 3]

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from typing import IO, Any, Callable, Iterator, Sequence
 
+from patchaudit.inputs.tokenizer import TokenizerError
+
 #: samples decoded and re-encoded together
 BATCH = 256
 #: the longest JSONL line read (a recorded sample of a million ids is about 8 MB): a
@@ -375,6 +377,16 @@ def iter_lines(path: str, on_read: Callable[[int], None] | None = None) -> Itera
 # the files of a run
 
 
+def _checked_alone(aud: Auditor, sample: Sample, error: Callable[[str, int | None, str], None]) -> bool:
+    """Check one sample of a batch the tokenizer failed on; its failure is an error of its line."""
+    try:
+        aud.check_batch([sample])
+    except TokenizerError as exc:
+        error(sample.path, sample.line, f"the tokenizer failed on this sample: {exc}")
+        return False
+    return True
+
+
 def audit_files(
     files: Sequence[str],
     aud: Auditor,
@@ -398,7 +410,10 @@ def audit_files(
 
     def flush(pending: list[Sample]) -> None:
         nonlocal decoded
-        aud.check_batch(pending)
+        try:
+            aud.check_batch(pending)
+        except TokenizerError:  # one sample failed the tokenizer (its regex engine's retry limit, say)
+            pending[:] = [s for s in pending if _checked_alone(aud, s, error)]
         on_batch(pending)
         pending.clear()
         decoded = 0
