@@ -192,7 +192,11 @@ def parse_substitution(script: str, extended: bool = False) -> Substitution:
         compiled = compile_linear(translate(pattern, extended), ignore_case=ignore_case, longest=True)
     except NotLinear as exc:
         raise Unsupported(str(exc)) from None
-    return Substitution(compiled, replacement_parts(replacement), "g" in flags, max(nth, 1), script)
+    parts = replacement_parts(replacement)
+    missing = [p for p in parts if isinstance(p, int) and p > compiled.groups]
+    if missing:  # GNU sed refuses it too ("invalid reference \\1 on `s' command's RHS")
+        raise Unsupported(f"the reference \\{missing[0]} names a group the pattern does not have")
+    return Substitution(compiled, parts, "g" in flags, max(nth, 1), script)
 
 
 def pattern_literal(script: str, extended: bool = False) -> str | None:
