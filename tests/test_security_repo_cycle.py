@@ -73,3 +73,30 @@ def test_request_builders_are_found_in_work_linear_in_the_ring():
     lone = {"/r/a.py": Entry(b"", True, source=False, seed={"unused_builder"}), "/r/pkg/m0.py": entries["/r/pkg/m0.py"]}
     repo_index._needed(lone, {"/r/a.py": b"def unused_builder(x):\n    return x\n"}, None)
     assert not lone["/r/a.py"].needed  # named by no other file
+
+
+class CountingIndex(RepoIndex):
+    """An index where every module is linked to every other (all import the sample type's
+    module), counting the questions."""
+
+    asked = 0
+
+    def linked(self, a: str, b: str) -> bool:
+        CountingIndex.asked += 1
+        return True
+
+
+def test_dependency_keys_of_a_ring_of_carriers_cost_linear_work():
+    taint = (("ids", ("/r/pkg/m0.py", 1, 0), ()),)
+    summaries = {f"/r/pkg/m{i}.py": ModuleSummary(f"/r/pkg/m{i}.py", carriers={f"f{i % 7}": taint}) for i in range(N)}
+    view = RepoView(CountingIndex(), summaries)
+    CountingIndex.asked = 0
+    keys = {path: view.dependency_key(path) for path in summaries}
+    assert CountingIndex.asked <= 10 * N  # was N * N
+    # a carrier that changes changes the keys that read it; one unchanged keeps them
+    first = next(iter(summaries))
+    original = summaries[first]
+    view.put(ModuleSummary(first, carriers={"f0": (("ids", ("/r/pkg/m0.py", 2, 0), ()),)}))
+    assert view.dependency_key("/r/pkg/m1.py") != keys["/r/pkg/m1.py"]
+    view.put(original)
+    assert view.dependency_key("/r/pkg/m1.py") == keys["/r/pkg/m1.py"]
