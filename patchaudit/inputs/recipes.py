@@ -150,6 +150,8 @@ class _Walker:
                 return
             if isinstance(st, Simple):
                 self.simple(st.text, st.line)
+                if len(self.recipe.steps) > MAX_STEPS:  # one command naming thousands of files
+                    del self.recipe.steps[MAX_STEPS + 1 :]
             elif isinstance(st, Loop):
                 self.loop(st, depth)
             elif isinstance(st, Branch):
