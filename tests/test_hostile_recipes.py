@@ -14,7 +14,7 @@ Texts are built from the shell fragments that reach deep into the reader (variab
 double, nested loops and branches, substitutions, here-documents, quotes, backticks) and
 sed expressions from the regex fragments that backtrack in a backtracking engine.  Every
 example runs under the wall-clock alarm of tests/test_hostile_readers.py (`no_hang`), a
-safety net, and the work bounds of the reader are asserted.  The number of examples comes
+safety net (`SAFETY_SECONDS`), and the work bounds of the reader are asserted.  The number of examples comes
 from the hypothesis profile (tests/conftest.py): "ci" is bounded and derandomized;
 `HYPOTHESIS_PROFILE=long python -m pytest -q -p no:cacheprovider tests/test_hostile_recipes.py`
 runs 10,000 per target.
@@ -28,6 +28,10 @@ from test_hostile_readers import no_hang  # (tests/ is on sys.path)
 
 from patchaudit.inputs import recipes, shellcmd
 from patchaudit.inputs.sedexpr import Unsupported, parse_substitution
+
+#: the alarm of one example: a recipe may cost up to its bounds (1 MiB of expanded text
+#: split into words: about a second), more on a loaded machine; a hang never ends
+SAFETY_SECONDS = 20
 
 SHELL_PIECES = [
     "A=$A$A", "A=x", "B=${A:-${B:-d}}", "${A}", "$A", "${A:=v}", "${A:+w}", "$(pwd)", '$(dirname "$0")',
@@ -52,7 +56,7 @@ def shell_texts(draw) -> str:
 @example("echo " + "`a` " * 3000, "shell")
 @example("FROM b\nENV A=xy\n" + "ENV A=$A$A\n" * 24, "dockerfile")
 def test_recipe(text, kind):
-    with no_hang():
+    with no_hang(SAFETY_SECONDS):
         recipe = recipes.read_recipe("/r/build.sh", kind, text, folder="/r")
     assert recipe.budget.text <= recipes.MAX_RECIPE_TEXT + shellcmd.MAX_COMMAND
     assert len(recipe.steps) <= recipes.MAX_STEPS + 100
@@ -86,7 +90,7 @@ LINES = st.sampled_from(["a" * 3000, "a" * 3000 + "!", "x" * 2000 + "Q", "ab" * 
 # when applied (GNU sed refuses the command: "invalid reference \\1 on `s' command's RHS")
 @example("s//\\1/", False, "a")
 def test_sed(script, extended, line):
-    with no_hang():
+    with no_hang(SAFETY_SECONDS):
         try:
             sub = parse_substitution(script, extended)
         except Unsupported:
