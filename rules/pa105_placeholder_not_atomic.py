@@ -10,6 +10,7 @@ from libcst.metadata import PositionProvider
 
 from patchaudit.analysis.names import callee_name
 from patchaudit.inputs.cst import string_literal as string_value
+from patchaudit.inputs.linear_regex import NotLinear, compile_linear
 from patchaudit.lint.rule import PYTHON, TEXT, Example, Rule, RuleOptionError
 from patchaudit.model.findings import Severity
 
@@ -209,6 +210,7 @@ class PlaceholderNotAtomic(Rule):
     kinds = frozenset({PYTHON, TEXT})
     needs = frozenset({"tokenizer"})
     requires = (("<|",), ("token",), ("placeholder",), ("pad",), ("image",), ("media",))
+    regex_options = frozenset({"pattern"})
     options = {
         "pattern": DEFAULT_PATTERN,
         "names": list(DEFAULT_NAMES),
@@ -263,9 +265,9 @@ class PlaceholderNotAtomic(Rule):
 
     def __init__(self, unit=None, context=None):
         super().__init__(unit, context)
-        try:
-            self._pattern = re.compile(self.opts.get("pattern") or DEFAULT_PATTERN)
-        except re.error as exc:
+        try:  # the checkout's pattern: RE2, linear time ("(a+)+b" under re hangs on 42 characters)
+            self._pattern = compile_linear(self.opts.get("pattern") or DEFAULT_PATTERN)
+        except NotLinear as exc:
             raise RuleOptionError(f"[tool.patchaudit.rules.PA105] pattern: not a valid regex: {exc}") from None
         self._names = [
             n.lower() for n in list(self.opts.get("names", DEFAULT_NAMES)) + list(self.opts.get("extend-names", []))

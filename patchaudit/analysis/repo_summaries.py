@@ -145,6 +145,20 @@ def as_value(taints: tuple[Taint, ...]) -> Value:
     return Value({(l, o): s for l, o, s in taints})
 
 
+#: carriers past which a dependency key reads them all as one digest (RepoView.dependency_key)
+MAX_LINKED_SCAN = 2_000
+
+
+def _carrier_entries(summary: ModuleSummary) -> list[tuple[str, bytes]]:
+    """(field, bytes) of each carrier field `summary`'s module stores a taint in."""
+    path = summary.path
+    return [
+        (name, repr((name, path, sorted((l, repr(o)) for l, o, _ in taints))).encode())
+        for name, taints in sorted(summary.carriers.items())
+        if taints
+    ]
+
+
 class RepoView:
     """The summaries of a repository's modules with its index."""
 
@@ -159,13 +173,39 @@ class RepoView:
         self._needles: dict[str, list[str]] | None = None
         self._word_keys: list[tuple[bytes, bytes]] | None = None
         self._sources: list[str] | None = None
+        self._sinks: list[str] | None = None
+        self._stored: list[tuple[str, str, bytes]] | None = None
+        #: module -> its carrier entries (field, bytes); their count and the sum of their
+        #: digests, kept up to date by `put` (dependency keys of a large repository)
+        self._stored_by: dict[str, list[tuple[str, bytes]]] | None = None
+        self._stored_count = 0
+        self._stored_sum = 0
 
     def put(self, summary: ModuleSummary) -> None:
+        if self._stored_by is not None:
+            self._account(self._stored_by.pop(summary.path, []), -1)
+            self._stored_by[summary.path] = _carrier_entries(summary)
+            self._account(self._stored_by[summary.path], 1)
         self.summaries[summary.path] = summary
         self._carriers = None
         self._needles = None
         self._word_keys = None
         self._sources = None
+        self._sinks = None
+        self._stored = None
+
+    def _account(self, entries: list[tuple[str, bytes]], sign: int) -> None:
+        self._stored_count += sign * len(entries)
+        for _, data in entries:
+            digest = int.from_bytes(hashlib.blake2b(data, digest_size=16).digest(), "little")
+            self._stored_sum = (self._stored_sum + sign * digest) % (1 << 128)
+
+    def _carriers_by_module(self) -> dict[str, list[tuple[str, bytes]]]:
+        if self._stored_by is None:
+            self._stored_by = {p: _carrier_entries(s) for p, s in self.summaries.items()}
+            for entries in self._stored_by.values():
+                self._account(entries, 1)
+        return self._stored_by
 
     def carriers(self) -> dict[str, Value]:
         if self._carriers is None:
@@ -189,10 +229,22 @@ class RepoView:
         return self._sources
 
     def sinks(self) -> list[str]:
-        """The last name of every function whose parameters reach a sink."""
-        return sorted(
-            {q.rsplit(".", 1)[-1] for s in self.summaries.values() for q, f in s.functions.items() if f.param_sinks}
-        )
+        """The last name of every function whose parameters reach a sink (once per view: the
+        rule asks for every file, and a repository of N modules made that N x N)."""
+        if self._sinks is None:
+            self._sinks = sorted(
+                {q.rsplit(".", 1)[-1] for s in self.summaries.values() for q, f in s.functions.items() if f.param_sinks}
+            )
+        return self._sinks
+
+    def stored(self) -> list[tuple[str, str, bytes]]:
+        """(carrier field, module, what it stores there as bytes) of every carrier with a
+        taint, once per view (each module's dependency key reads them all)."""
+        if self._stored is None:
+            self._stored = sorted(
+                (name, other, data) for other, entries in self._carriers_by_module().items() for name, data in entries
+            )
+        return self._stored
 
     def needles(self) -> dict[str, list[str]]:
         """The words a module must hold to see anything of the others (the last name of
@@ -250,11 +302,15 @@ class RepoView:
             s = self.summaries.get(dep)
             h.update(dep.encode("utf-8", "surrogateescape"))
             h.update(s.key() if s is not None else b"-")
-        for name, paths in self.needles().items():
-            for other in paths:
-                taints = self.summaries[other].carriers.get(name)
-                if taints and other != path and (words is None or name in words) and self.index.linked(path, other):
-                    h.update(repr((name, other, sorted((l, repr(o)) for l, o, _ in taints))).encode())
+        self._carriers_by_module()
+        if self._stored_count > MAX_LINKED_SCAN:
+            # every module linked to every other would make N keys cost N x N: past this many
+            # carriers the key is that of all of them (a superset: never a stale summary)
+            h.update(b"\0every carrier\0" + self._stored_sum.to_bytes(16, "little"))
+            return h.digest()
+        for name, other, stored in self.stored():
+            if other != path and (words is None or name in words) and self.index.linked(path, other):
+                h.update(stored)
         return h.digest()
 
     def dependencies(self, path: str) -> set[str]:

@@ -27,9 +27,7 @@ class Binding:
     def matches(self, path: str) -> bool:
         """Whether the patch at `path` (absolute) is bound to this engine."""
         if self._spec is None:
-            import pathspec
-
-            self._spec = pathspec.PathSpec.from_lines("gitwildmatch", self.patterns)
+            self._spec = _spec(self.patterns)
         rel = os.path.relpath(os.path.abspath(path), self.base)
         if rel.startswith(".."):
             return False
@@ -41,6 +39,18 @@ class Binding:
         return state
 
 
+def _spec(patterns: list[str]) -> Any:
+    """The patterns as a pathspec matched by RE2 (linear time: the globs are the checkout's),
+    or by Python's re only when each is safe for it (patchaudit/inputs/pattern_safety.py)."""
+    import pathspec
+
+    from patchaudit.inputs.linear_regex import re2_available
+
+    if re2_available():
+        return pathspec.PathSpec.from_lines("gitwildmatch", patterns, backend="re2")
+    return pathspec.PathSpec.from_lines("gitwildmatch", patterns)
+
+
 def parse_binding(config: Path, name: str, value: Any, line: int | None = None) -> Binding:
     """The binding of `engines.NAME.patches`; ValueError naming the file and key when it
     is not a list of strings (settings.py raises it as a ConfigError: exit 2)."""
@@ -50,4 +60,15 @@ def parse_binding(config: Path, name: str, value: Any, line: int | None = None) 
         raise ValueError(
             f"{config}: [tool.patchaudit.engines.{name}] patches: expected a list of glob strings, got {value!r}"
         )
+    from patchaudit.inputs.linear_regex import re2_available
+    from patchaudit.inputs.pattern_safety import safe_for_backtracking
+
+    for v in value:
+        unsafe = None if re2_available() else safe_for_backtracking(v)
+        if unsafe:
+            raise ValueError(f"{config}: [tool.patchaudit.engines.{name}] patches: {unsafe}")
+    try:
+        _spec(list(value))
+    except Exception as exc:  # a pattern pathspec refuses
+        raise ValueError(f"{config}: [tool.patchaudit.engines.{name}] patches: bad pattern: {exc}") from None
     return Binding(name, list(value), os.path.dirname(os.path.abspath(config)), str(config), line)

@@ -404,6 +404,19 @@ def _check_rules(path: Path, s: Settings) -> None:
                 raise ConfigError(
                     f"{path}: [tool.patchaudit.rules.{code}] {name}: expected {type(default).__name__}, got {value!r}"
                 )
+            if name in getattr(rule, "regex_options", ()):
+                _check_regex(path, code, name, value)
+
+
+def _check_regex(path: Path, code: str, name: str, value: Any) -> None:
+    """A rule option that is a regular expression runs under RE2 (linear time) or is refused."""
+    from patchaudit.inputs.linear_regex import NotLinear, compile_linear
+
+    for pattern in value if isinstance(value, list) else [value]:
+        try:
+            compile_linear(str(pattern))
+        except NotLinear as exc:
+            raise ConfigError(f"{path}: [tool.patchaudit.rules.{code}] {name}: {exc}") from None
 
 
 def _same_type(value: Any, default: Any) -> bool:

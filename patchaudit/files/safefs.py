@@ -27,6 +27,9 @@ NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+#: the largest file `Folder.read` returns (the default `max-file-size`): a cache folder may
+#: be the checkout's, and a committed 1.5 GB shard was read whole (and copied: 3.1 GB)
+MAX_READ = 64 * 1024 * 1024
 _BINARY = getattr(os, "O_BINARY", 0)
 
 #: folders are opened relative to their parent's descriptor
@@ -175,9 +178,10 @@ class Folder:
             os.utime(self.path)
 
     # -- files
-    def read(self, name: str) -> tuple[bytes, int] | None:
+    def read(self, name: str, limit: int = MAX_READ) -> tuple[bytes, int] | None:
         """(content, mtime_ns) of the regular file `name`, or None (missing, a symlink,
-        a FIFO or a device: never opened through, never blocked on)."""
+        a FIFO or a device: never opened through, never blocked on; larger than `limit`
+        bytes, even if it grows while read: never read whole)."""
         try:
             if self.fd is not None:
                 fd = os.open(name, os.O_RDONLY | NOFOLLOW | _NONBLOCK | _CLOEXEC | _BINARY, dir_fd=self.fd)
@@ -190,10 +194,11 @@ class Folder:
             return None
         try:
             st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
+            if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
                 return None
             with os.fdopen(fd, "rb", closefd=False) as fh:
-                return fh.read(), st.st_mtime_ns
+                data = fh.read(limit + 1)
+            return (data, st.st_mtime_ns) if len(data) <= limit else None
         except OSError:
             return None
         finally:

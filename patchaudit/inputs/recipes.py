@@ -34,16 +34,15 @@ import re
 from dataclasses import dataclass, field
 
 from patchaudit.inputs.dockerfile import copy_args, instructions, run_script
-from patchaudit.inputs.shellcmd import Branch, Loop, Simple, parse_script, words
+from patchaudit.inputs.shellcmd import MAX_COMMAND, Branch, Loop, Simple, parse_script, words
+from patchaudit.inputs.shellvars import MAX_EXPANDED, MAX_EXPANSIONS, MAX_RECIPE_TEXT, UNKNOWN, Budget, expand
 
-#: what an unknown variable or command substitution expands to
-UNKNOWN = "\x00UNKNOWN\x00"
 #: loop items and steps one recipe may produce (a hostile recipe cannot make the plan unbounded)
 MAX_STEPS = 10_000
 #: commands one recipe's walk may visit (loop bodies count once per item)
 MAX_WORK = 20_000
-#: `${A:-${B:-...}}` nested deeper than this expands to UNKNOWN
-MAX_EXPANSION_DEPTH = 20
+#: `if`/`for`/`while` nested deeper than this is not read
+MAX_NESTING = 50
 
 
 @dataclass
@@ -104,109 +103,7 @@ class Recipe:
     env: dict = field(default_factory=dict)  # the variables at the end (shell) or per last stage
     problems: list = field(default_factory=list)  # (line, message): what was not understood
     work: int = 0  # commands walked (bounded by MAX_WORK: nested loops of long lists)
-
-
-def expand(
-    text: str,
-    env: dict,
-    script_dir: str,
-    cwd: str,
-    used: dict | None = None,
-    origins: dict | None = None,
-    depth: int = 0,
-) -> str:
-    """`text` with its variables and the command substitutions we know expanded (outside
-    single quotes).  `used` collects the recipe variables the expansion read (with the
-    variables those were built from: `origins`, per variable)."""
-    if depth > MAX_EXPANSION_DEPTH:
-        return UNKNOWN
-    out: list[str] = []
-    i, n = 0, len(text)
-    quote = ""
-    while i < n:
-        c = text[i]
-        if c == "'" and quote != '"':
-            quote = "" if quote == "'" else "'"
-            out.append(c)
-            i += 1
-            continue
-        if c == '"' and quote != "'":
-            quote = "" if quote == '"' else '"'
-            out.append(c)
-            i += 1
-            continue
-        if quote == "'" or c != "$":
-            out.append(c)
-            i += 1
-            continue
-        if text.startswith("$(", i):
-            end = _matching(text, i + 1, "(", ")")
-            out.append(_substitution(text[i + 2 : end], script_dir, cwd))
-            i = end + 1
-            continue
-        if text.startswith("${", i):
-            end = _matching(text, i + 1, "{", "}")
-            m = _BRACED.match(text[i + 2 : end])
-            if m is None:
-                out.append(UNKNOWN)
-                i = end + 1
-                continue
-            name, op, arg = m.group(1), m.group(2), m.group(3) or ""
-            i = end + 1
-        else:
-            m = _PLAIN.match(text, i + 1)
-            if m is None:
-                out.append(c)
-                i += 1
-                continue
-            name, op, arg = m.group(0), None, ""
-            i = m.end()
-        value = _lookup(name, env, script_dir)
-        if value is not None and used is not None and name in env:
-            used[name] = value
-            used.update((origins or {}).get(name, {}))
-        if op:
-            empty = value is None or (op.startswith(":") and value == "")
-            if op.endswith(("-", "=")) and empty:
-                value = expand(arg.strip('"'), env, script_dir, cwd, used, origins, depth + 1)
-                if op.endswith("="):
-                    env[name] = value
-            elif op.endswith("+"):
-                value = "" if empty else expand(arg, env, script_dir, cwd, used, origins, depth + 1)
-        out.append(UNKNOWN if value is None else value)
-    return "".join(out)
-
-
-_BRACED = re.compile(r"([A-Za-z_][A-Za-z0-9_]*|BASH_SOURCE\[0\]|[0-9])(?:(:?[-=+?])(.*))?$", re.S)
-_PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]")
-
-
-def _matching(text: str, i: int, opener: str, closer: str) -> int:
-    """The index of the `closer` matching the `opener` at `i` (nested ones counted)."""
-    depth = 0
-    for k in range(i, len(text)):
-        if text[k] == opener:
-            depth += 1
-        elif text[k] == closer:
-            depth -= 1
-            if depth == 0:
-                return k
-    return len(text) - 1
-
-
-def _substitution(inner: str, script_dir: str, cwd: str) -> str:
-    s = inner.strip()
-    if s == "pwd":
-        return cwd
-    if "dirname" in s and ("BASH_SOURCE" in s or "$0" in s):
-        return script_dir
-    return UNKNOWN
-
-
-def _lookup(name: str, env: dict, script_dir: str) -> str | None:
-    if name in ("0", "BASH_SOURCE[0]"):
-        return posixpath.join(script_dir, "script")
-    return env.get(name)
+    budget: Budget = field(default_factory=lambda: Budget())
 
 
 def _abs(cwd: str, p: str) -> str:
@@ -214,6 +111,15 @@ def _abs(cwd: str, p: str) -> str:
 
 
 TOO_MUCH = f"more than {MAX_WORK:,} commands or {MAX_STEPS:,} steps: the rest of the recipe is not read"
+TOO_LONG = (
+    f"a variable's value would make a command longer than {MAX_EXPANDED:,} characters, or the recipe expands "
+    f"more than {MAX_EXPANSIONS:,} variables (`A=$A$A`?): such a value is not known and names no file"
+)
+TOO_MUCH_TEXT = f"its commands expand to more than {MAX_RECIPE_TEXT:,} characters: the rest of the recipe is not read"
+TOO_DEEP = f"`if`/`for`/`while` nested more than {MAX_NESTING} deep: what is inside is not read"
+LONG_COMMAND = f"a command longer than {MAX_COMMAND:,} characters (after expansion): it is not read"
+#: the problems a run reports as errors (the recipe's bounds: patchaudit/pipeline/plan.py)
+BOUNDS = (TOO_MUCH, TOO_LONG, TOO_MUCH_TEXT, TOO_DEEP, LONG_COMMAND)
 
 
 class _Walker:
@@ -227,7 +133,15 @@ class _Walker:
         self.persist_cd = persist_cd
         self.origins: dict = {}  # per variable: the recipe variables its value was built from
 
-    def run(self, stmts: list) -> None:
+    def problem(self, line: int, message: str) -> None:
+        """Note `message` once per recipe."""
+        if all(m != message for _, m in self.recipe.problems):
+            self.recipe.problems.append((line, message))
+
+    def run(self, stmts: list, depth: int = 0) -> None:
+        if depth > MAX_NESTING:
+            self.problem(getattr(stmts[0], "line", 0) if stmts else 0, TOO_DEEP)
+            return
         for st in stmts:
             self.recipe.work += 1
             if len(self.recipe.steps) > MAX_STEPS or self.recipe.work > MAX_WORK:
@@ -236,18 +150,47 @@ class _Walker:
                 return
             if isinstance(st, Simple):
                 self.simple(st.text, st.line)
+                if len(self.recipe.steps) > MAX_STEPS:  # one command naming thousands of files
+                    del self.recipe.steps[MAX_STEPS + 1 :]
             elif isinstance(st, Loop):
-                self.loop(st)
+                self.loop(st, depth)
             elif isinstance(st, Branch):
                 for arm in st.arms:
-                    self.run(arm)
+                    self.run(arm, depth + 1)
 
-    def loop(self, st: Loop) -> None:
+    def expand(self, text: str, line: int, used: dict | None = None) -> str:
+        """`text` expanded in the walker's variables and folder, within the recipe's budget."""
+        budget = self.recipe.budget
+        was = budget.too_long
+        budget.too_long = False
+        out = expand(text, self.env, self.script_dir, self.cwd, used, self.origins, budget=budget)
+        if budget.too_long:
+            self.problem(line, TOO_LONG)
+        budget.too_long = budget.too_long or was
+        return out
+
+    def words(self, text: str, line: int) -> list[str] | None:
+        """The words of an expanded command; None (the problem noted) when it is not read."""
+        budget = self.recipe.budget
+        budget.text += len(text)
+        if budget.text > MAX_RECIPE_TEXT:
+            self.problem(line, TOO_MUCH_TEXT)
+            self.recipe.work = MAX_WORK + 1  # the walk stops at the next command
+            return None
+        if len(text) > MAX_COMMAND:
+            self.problem(line, LONG_COMMAND)
+            return None
+        got = words(text)
+        if got is None:
+            self.recipe.problems.append((line, "unclosed quote: the command is not read"))
+        return got
+
+    def loop(self, st: Loop, depth: int = 0) -> None:
         if not st.var:
-            self.run(st.body)
+            self.run(st.body, depth + 1)
             return
         used: dict = {}
-        got = words(expand(st.items, self.env, self.script_dir, self.cwd, used, self.origins)) or []
+        got = self.words(self.expand(st.items, st.line, used), st.line) or []
         self.recipe.work += len(got) // 10
         for item in got[:MAX_STEPS]:
             if self.recipe.work > MAX_WORK:
@@ -256,7 +199,7 @@ class _Walker:
             self.env[st.var] = _abs(self.cwd, item) if globbed else item
             self.origins[st.var] = dict(used)
             before = len(self.recipe.steps)
-            self.run(st.body)
+            self.run(st.body, depth + 1)
             if globbed:
                 for step in self.recipe.steps[before:]:
                     if isinstance(step, PatchStep):
@@ -266,10 +209,8 @@ class _Walker:
 
     def simple(self, text: str, line: int) -> None:
         used: dict = {}
-        expanded = expand(text, self.env, self.script_dir, self.cwd, used, self.origins)
-        argv = words(expanded)
+        argv = self.words(self.expand(text, line, used), line)
         if argv is None:
-            self.recipe.problems.append((line, "unclosed quote: the command is not read"))
             return
         # leading assignments: X=1 cmd, or X=1 alone (a shell variable)
         assigns = []
@@ -499,7 +440,7 @@ def _dockerfile(recipe: Recipe, text: str) -> None:
                 name, eq, value = w.partition("=")
                 target = env if in_stage else global_args
                 if eq:
-                    target[name] = expand(value, {**global_args, **env}, "/", workdir)
+                    target[name] = expand(value, {**global_args, **env}, "/", workdir, budget=recipe.budget)
                 elif name in global_args and in_stage:
                     env[name] = global_args[name]
                 else:
@@ -508,7 +449,7 @@ def _dockerfile(recipe: Recipe, text: str) -> None:
             in_stage = True
             env = {}
             workdir = "/"
-            image = expand(args.split()[0] if args.split() else "", global_args, "/", "/")
+            image = expand(args.split()[0] if args.split() else "", global_args, "/", "/", budget=recipe.budget)
             name, _, tag = (
                 image.partition("@")[0].rpartition(":") if ":" in image.rsplit("/", 1)[-1] else (image, "", "")
             )
@@ -516,22 +457,22 @@ def _dockerfile(recipe: Recipe, text: str) -> None:
         elif kw == "ENV":
             got = words(args.replace("\\\n", " ")) or []
             if got and "=" not in got[0] and len(got) >= 2:
-                env[got[0]] = expand(" ".join(got[1:]), env, "/", workdir)
+                env[got[0]] = expand(" ".join(got[1:]), env, "/", workdir, budget=recipe.budget)
             else:
                 for w in got:
                     k, eq, v = w.partition("=")
                     if eq:
-                        env[k] = expand(v, env, "/", workdir)
+                        env[k] = expand(v, env, "/", workdir, budget=recipe.budget)
         elif kw == "WORKDIR":
-            workdir = _abs(workdir, expand(args.strip(), env, "/", workdir))
+            workdir = _abs(workdir, expand(args.strip(), env, "/", workdir, budget=recipe.budget))
         elif kw in ("COPY", "ADD"):
             copied = copy_args(inst)
             if copied is None:
                 continue
             got = copied
             used: dict = {}
-            srcs = [expand(s, env, "/", workdir, used) for s in got[:-1]]
-            dest = _abs(workdir, expand(got[-1], env, "/", workdir))
+            srcs = [expand(s, env, "/", workdir, used, budget=recipe.budget) for s in got[:-1]]
+            dest = _abs(workdir, expand(got[-1], env, "/", workdir, budget=recipe.budget))
             if got[-1].endswith("/") or len(srcs) > 1:
                 dest += "/"
             recipe.steps.append(CopyStep(recipe.path, line, srcs, dest, used))
@@ -540,3 +481,5 @@ def _dockerfile(recipe: Recipe, text: str) -> None:
             body = run_script(inst)
             walker.run(parse_script(body, line))
     recipe.env = env
+    if recipe.budget.too_long:
+        recipe.problems.append((0, TOO_LONG))

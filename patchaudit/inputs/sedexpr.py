@@ -1,36 +1,42 @@
-"""`sed` substitutions (`s/A/B/[g]`) as Python regular expressions.
+"""`sed` substitutions (`s/A/B/[g]`) as linear-time (RE2) regular expressions.
 
 `parse_substitution(script, extended)` reads one sed `s` command and returns a
-`Substitution` (a compiled Python pattern, the replacement as literal parts and group
+`Substitution` (a pattern compiled by RE2, patchaudit/inputs/linear_regex.py: the script is
+the checkout's, and `s/(.+)+Q/.../` under Python's backtracking `re` never ends on a long
+engine line; POSIX leftmost-longest matching, as sed's; the replacement as literal parts and group
 numbers, the `g` and `I` flags) or the reason it is not supported: a recipe reader
 must never turn a sed it does not understand into a wrong edit.
 
 Supported (GNU sed): any delimiter (`s|a|b|`), `\\delim` inside the parts; basic (BRE)
 and, with `-E`/`-r`, extended (ERE) syntax: `.`, `*`, `^`, `$`, bracket expressions
 without POSIX classes, `\\(`...`\\)` / `(`...`)` groups, `\\{m,n\\}` / `{m,n}`, GNU's
-`\\+`, `\\?`, `\\|`, the escapes `\\n`, `\\t`, `\\s`, `\\S`, `\\w`, `\\W`, `\\b` and
-back-references `\\1`-`\\9`; in the replacement `&`, `\\1`-`\\9`, `\\&`, `\\n`, `\\t`; the flags
+`\\+`, `\\?`, `\\|`, the escapes `\\n`, `\\t`, `\\s`, `\\S`, `\\w`, `\\W`, `\\b`; in the
+replacement `&`, `\\1`-`\\9`, `\\&`, `\\n`, `\\t`; the flags
 `g`, `I`/`i` and a count `N` (the Nth match only).  Not supported: an address before
 the `s` (`/x/s/...`, `1,5s/...`), several commands in one script (`s/a/b/;s/c/d/`),
 POSIX classes (`[[:alpha:]]`), `\\<`, `\\>`, `\\``, `\\'`, case conversion (`\\U`, `\\L`),
-the flags `e`, `m`, `p`, `w`.
+the flags `e`, `m`, `p`, `w`, and back-references `\\1`-`\\9` in the pattern (RE2 has none: a
+linear-time engine cannot have them).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
+
+from patchaudit.inputs.linear_regex import NotLinear, compile_linear
 
 
 @dataclass
 class Substitution:
-    pattern: re.Pattern
+    pattern: Any  # an RE2 pattern (search, sub, finditer as re's)
     parts: list = field(default_factory=list)  # str (literal) | int (group; 0: the whole match)
     global_: bool = False
     nth: int = 1
     source: str = ""  # the sed script
 
-    def replacement(self, m: re.Match) -> str:
+    def replacement(self, m: Any) -> str:
         return "".join(p if isinstance(p, str) else (m.group(p) or "") for p in self.parts)
 
     def apply_line(self, line: str) -> str:
@@ -39,7 +45,7 @@ class Substitution:
             return self.pattern.sub(self.replacement, line)
         count = 0
 
-        def once(m: re.Match) -> str:
+        def once(m: Any) -> str:
             nonlocal count
             count += 1
             return self.replacement(m) if count == self.nth else m.group(0)
@@ -105,7 +111,8 @@ _COMMON_ESCAPES = {"n": "\n", "t": "\t", "s": r"\s", "S": r"\S", "w": r"\w", "W"
 
 
 def translate(pattern: str, extended: bool) -> str:
-    """A sed BRE/ERE as a Python pattern; Unsupported for what it cannot translate."""
+    """A sed BRE/ERE as an RE2 (and Python) pattern; Unsupported for what it cannot translate
+    or RE2 cannot run."""
     out: list[str] = []
     i = 0
     while i < len(pattern):
@@ -114,7 +121,7 @@ def translate(pattern: str, extended: bool) -> str:
             nxt = pattern[i + 1]
             i += 2
             if nxt.isdigit() and nxt != "0":
-                out.append("\\" + nxt)
+                raise Unsupported(f"the back-reference \\{nxt} in the pattern (RE2, the linear-time engine, has none)")
             elif not extended and nxt in _BRE_ESCAPES:
                 out.append(_BRE_ESCAPES[nxt])
             elif extended and nxt in "(){}+?|":
@@ -143,9 +150,9 @@ def translate(pattern: str, extended: bool) -> str:
         i += 1
     text = "".join(out)
     try:
-        re.compile(text)
-    except re.error as exc:
-        raise Unsupported(f"a pattern Python cannot compile ({exc})") from None
+        compile_linear(text)
+    except NotLinear as exc:
+        raise Unsupported(str(exc)) from None
     return text
 
 
@@ -181,8 +188,15 @@ def parse_substitution(script: str, extended: bool = False) -> Substitution:
     pattern, replacement, flags = split_command(script)
     nth = int("".join(ch for ch in flags if ch.isdigit()) or "1")
     ignore_case = "I" in flags or "i" in flags
-    compiled = re.compile(translate(pattern, extended), re.I if ignore_case else 0)
-    return Substitution(compiled, replacement_parts(replacement), "g" in flags, max(nth, 1), script)
+    try:
+        compiled = compile_linear(translate(pattern, extended), ignore_case=ignore_case, longest=True)
+    except NotLinear as exc:
+        raise Unsupported(str(exc)) from None
+    parts = replacement_parts(replacement)
+    missing = [p for p in parts if isinstance(p, int) and p > compiled.groups]
+    if missing:  # GNU sed refuses it too ("invalid reference \\1 on `s' command's RHS")
+        raise Unsupported(f"the reference \\{missing[0]} names a group the pattern does not have")
+    return Substitution(compiled, parts, "g" in flags, max(nth, 1), script)
 
 
 def pattern_literal(script: str, extended: bool = False) -> str | None:

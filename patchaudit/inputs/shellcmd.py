@@ -15,7 +15,9 @@ statements:
 Commands are split at newlines and at `&&`, `||`, `;`, `|` outside quotes and outside
 `$(...)`/backticks; a backslash-newline continues a line; `#` starts a comment at the
 start of a word; here-document bodies (`<<EOF ... EOF`, `<<-'PY'`) are skipped.  Words
-are split with the standard library's `shlex` (POSIX mode): `words(text)`.
+are split with the standard library's `shlex` (POSIX mode): `words(text)`, for a command of
+at most `MAX_COMMAND` characters (shlex grows a word one character at a time, in time quadratic
+in the word's length: a recipe's longer command is not read, patchaudit/inputs/recipes.py).
 """
 
 from __future__ import annotations
@@ -26,6 +28,10 @@ from dataclasses import dataclass, field
 
 _HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1")
 _OPENERS = ("then", "do", "else", "!", "{", "(")
+_LEADER = re.compile(r"(then|do|else|!|\{)(\s+|$)")
+_NONSPACE = re.compile(r"\S")
+#: the longest command `words` splits (a longer one is None, as an unclosed quote is)
+MAX_COMMAND = 64 * 1024
 
 
 @dataclass
@@ -51,7 +57,9 @@ class Branch:
 
 def words(text: str) -> list[str] | None:
     """The words of one command (quotes removed), or None when shlex cannot split it
-    (an unclosed quote)."""
+    (an unclosed quote) or it is longer than `MAX_COMMAND` characters."""
+    if len(text) > MAX_COMMAND:
+        return None
     try:
         lex = shlex.shlex(text, posix=True, punctuation_chars="<>")
         lex.whitespace_split = True
@@ -78,8 +86,10 @@ class _Scanner:
         self.start = self.line = first_line
         self.quote = ""
         self.depth = 0  # $( ... ) and backticks
+        self.ticks = 0  # backticks in `buf` (counted as they come: a count of `buf` is quadratic)
 
     def put(self, piece: str) -> None:
+        self.ticks += piece == "`"
         self.buf.append(piece)
         self.where.append(self.line)
 
@@ -90,16 +100,17 @@ class _Scanner:
         while True:  # `then`/`do`/`else` lead the command after them: its line is its own
             while k < len(text) and text[k].isspace():
                 k += 1
-            m = re.match(r"(then|do|else|!|\{)(\s+|$)", text[k:])
-            if not m or not text[k + m.end(1) :].strip():
+            m = _LEADER.match(text, k)
+            if not m or _NONSPACE.search(text, m.end(1)) is None:
                 break
             self.out.append((m.group(1), lines_of[k]))
-            k += m.end()
+            k = m.end()
         seg = text[k:].strip()
         if seg:
             self.out.append((seg, lines_of[k] if k < len(lines_of) else self.start))
         self.buf.clear()
         self.where.clear()
+        self.ticks = 0
         self.start = self.line
 
     def run(self) -> list[tuple[str, int]]:
@@ -135,7 +146,7 @@ class _Scanner:
             self.put("$(")
             return i + 2
         elif c == "`":
-            self.depth = self.depth - 1 if self.depth and self.buf.count("`") % 2 else self.depth + 1
+            self.depth = self.depth - 1 if self.depth and self.ticks % 2 else self.depth + 1
         elif self.depth:
             if c == ")":
                 self.depth -= 1

@@ -94,6 +94,8 @@ class Tokenizer:
         self.config_paths = tuple(config_paths)
         self._json_text = json_text
         self._config = dict(config or {})
+        #: the most characters one id may decode to (set by load_tokenizer: tokenizer_bounds.py)
+        self.max_piece = 1
         self._build()
 
     # ----- construction ----------------------------------------------------
@@ -135,9 +137,16 @@ class Tokenizer:
         return [AddedInfo(i, t.content, bool(t.special)) for i, t in sorted(tok.get_added_tokens_decoder().items())]
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"path": self.path, "config_paths": self.config_paths, "json": self._json_text, "config": self._config}
+        return {
+            "path": self.path,
+            "config_paths": self.config_paths,
+            "json": self._json_text,
+            "config": self._config,
+            "max_piece": self.max_piece,
+        }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        self.max_piece = state.get("max_piece", 1)
         self.path = state["path"]
         self.config_paths = tuple(state["config_paths"])
         self._json_text = state["json"]
@@ -373,8 +382,15 @@ def load_tokenizer(path: str | os.PathLike[str]) -> Tokenizer:
     data = _loads(file, text)
     if not isinstance(data, dict) or "model" not in data:
         raise TokenizerError(f'{file}: not a tokenizer.json (a JSON object with a "model" key is expected)')
+    from patchaudit.inputs import tokenizer_bounds
+
+    try:  # before the library sees it: what it may allocate is bounded (tokenizer_bounds.py)
+        growth = tokenizer_bounds.check(data)
+    except tokenizer_bounds.TooLarge as exc:
+        raise TokenizerError(f"{file}: refused, it could make the tokenizer allocate without bound: {exc}") from None
     config, used = _merge_configs(folder) if folder else ({}, [])
     tok = Tokenizer(text, path=file, config=config, config_paths=used)
+    tok.max_piece = tokenizer_bounds.max_piece(data, growth)
     _probe(tok, file)
     return tok
 

@@ -131,6 +131,10 @@ class Rule(_VisitorBase):  # type: ignore[misc,valid-type]
     kinds: ClassVar[frozenset[str]] = frozenset({PYTHON})
     #: what the rule needs beyond the input: "engine", "engine-pair", "tokenizer"
     needs: ClassVar[frozenset[str]] = frozenset()
+    #: options whose value is a regular expression: the configuration (the checkout's) is
+    #: refused at load when RE2 cannot compile one (patchaudit/inputs/linear_regex.py), and
+    #: the rule compiles it with `compile_linear`, never with `re`
+    regex_options: ClassVar[frozenset[str]] = frozenset()
     #: pre-filter in disjunctive normal form: the rule can only fire on a text
     #: that contains every string of at least one group.  () means "always".
     requires: ClassVar[tuple[tuple[str, ...], ...]] = ()

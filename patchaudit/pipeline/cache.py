@@ -69,7 +69,7 @@ import zlib
 from pathlib import Path
 from typing import Any, Iterable
 
-from patchaudit.files.safefs import TMP_PREFIX, Folder, Refused, open_folder
+from patchaudit.files.safefs import MAX_READ, TMP_PREFIX, Folder, Refused, open_folder
 from patchaudit.files.usercache import LOCATIONS, Location, location_of, seal, unseal
 
 CACHE_DIR_NAME = ".patchaudit_cache"
@@ -312,10 +312,12 @@ class ResultCache:
     Every folder and file of the store is reached from the root without following
     symlinks (`location_of`, `patchaudit.files.safefs`)."""
 
-    def __init__(self, root: Path, key: str):
+    def __init__(self, root: Path, key: str, limit: int = MAX_READ):
         from patchaudit import __version__
 
         self.root = root
+        #: the largest shard read (`max-file-size`): a checkout's own cache folder is not trusted
+        self.limit = limit
         self.folder = root / __version__
         self.store = self.folder / key
         self.key = key
@@ -346,7 +348,7 @@ class ResultCache:
         root = cache_root(settings)
         if root is None or not ensure_root(root):
             return None
-        return cls(root, key)
+        return cls(root, key, settings.max_file_size)
 
     @staticmethod
     def _shard(path: str, kind: str) -> int:
@@ -360,8 +362,8 @@ class ResultCache:
         return self.store / self._name(n)
 
     @staticmethod
-    def _load(folder: Folder, n: int) -> tuple[dict, int | None]:
-        got = folder.read(ResultCache._name(n))
+    def _load(folder: Folder, n: int, limit: int = MAX_READ) -> tuple[dict, int | None]:
+        got = folder.read(ResultCache._name(n), limit)
         if got is not None:
             try:
                 raw = unseal(got[0])
@@ -375,7 +377,7 @@ class ResultCache:
     def _read(self, n: int) -> tuple[dict, int | None]:
         try:
             with self._loc.open(self.key) as st:
-                return self._load(st, n)
+                return self._load(st, n, self.limit)
         except OSError:  # missing, or not a folder of ours: a cold shard
             return {}, None
 
@@ -416,7 +418,7 @@ class ResultCache:
                     mtime = cur.st_mtime_ns if cur is not None else None
                     entries = self._shards.get(n, {})
                     if mtime != self._mtimes.get(n):
-                        entries, _ = self._load(st, n)  # another run wrote meanwhile: merge with it
+                        entries, _ = self._load(st, n, self.limit)  # another run wrote meanwhile: merge
                     entries = dict(entries)
                     entries.update(new)
                     sealed = seal(pickle.dumps(entries, protocol=pickle.HIGHEST_PROTOCOL))

@@ -37,9 +37,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from patchaudit.files.observe import note, unstable
-from patchaudit.inputs.recipes import TOO_MUCH, CheckoutStep, CopyStep, PatchStep, PinStep, Recipe, SedStep, read_recipe
+from patchaudit.inputs.recipes import BOUNDS, CheckoutStep, CopyStep, PatchStep, PinStep, Recipe, SedStep, read_recipe
 from patchaudit.model.findings import FileError
 from patchaudit.patching.appliers import DEFAULT_APPLIER, Applier
+from patchaudit.pipeline import recipe_paths
 
 #: a folder or repository name -> the engine it is (lower case, `_` as `-`)
 ENGINE_NAMES = {
@@ -178,7 +179,7 @@ def build_plan(files: list, settings: Any, root: str | None = None) -> Plan:
             for p in set(plan.assigned) - before:
                 plan.ordered[p] = plan.assigned.pop(p)
             continue
-        plan.errors.extend(FileError(path, message, line) for line, message in recipe.problems if message == TOO_MUCH)
+        plan.errors.extend(FileError(path, message, line) for line, message in recipe.problems if message in BOUNDS)
         _walk_recipe(plan, recipe, top)
     _apply_bindings(plan, patches, settings)
     _find_alternatives(plan, patches, top)
@@ -230,7 +231,9 @@ def _walk_recipe(plan: Plan, recipe: Recipe, top: str) -> None:
             plan.seds.append((step, engine_name(step.cwd, clones)))
         elif isinstance(step, PatchStep):
             engine = engine_name(step.cwd, clones)
-            found, copy_used = _locate(step, recipe, copies, folder, top)
+            cut: list[str] = []
+            found, copy_used = _locate(step, recipe, copies, folder, top, cut)
+            plan.errors.extend(FileError(recipe.path, message, step.line) for message in cut)
             if not found:
                 continue
             if copy_used:
@@ -300,18 +303,22 @@ def _applier(step: PatchStep) -> Applier:
         return DEFAULT_APPLIER
 
 
-def _locate(step: PatchStep, recipe: Recipe, copies: list[CopyStep], folder: str, top: str) -> tuple[list[str], dict]:
+def _locate(
+    step: PatchStep, recipe: Recipe, copies: list[CopyStep], folder: str, top: str, cut: list[str]
+) -> tuple[list[str], dict]:
     """The repository files a step's patch path names (absolute; a glob sorted bytewise),
-    and the variables of the COPY that put them there."""
+    and the variables of the COPY that put them there: inside the project root only
+    (`_root`; a glob bounded: pipeline/recipe_paths.py, whose messages go to `cut`)."""
+    root = _root(folder, top)
     if recipe.kind != "dockerfile":
-        return _existing(step.path, step.from_glob), {}
+        return _existing(step.path, step.from_glob, root, cut), {}
     out: list[str] = []
     for cp in reversed(copies):
         if cp.line > step.line:
             continue
         for src in cp.sources:
             for context in _contexts(folder, top):
-                got = _through_copy(step.path, src, cp.dest, context, step.from_glob)
+                got = _through_copy(step.path, src, cp.dest, context, step.from_glob, (root, cut))
                 if got:
                     out.extend(g for g in got if g not in out)
                     break
@@ -326,8 +333,7 @@ def _contexts(folder: str, top: str) -> list[str]:
     at most `MAX_CONTEXT_UP` levels up."""
     out = [folder]
     cur = folder
-    cwd = os.getcwd()
-    limit = cwd if (folder + os.sep).startswith(cwd.rstrip(os.sep) + os.sep) else top
+    limit = _root(folder, top)
     for _ in range(MAX_CONTEXT_UP):
         if _exists(os.path.join(cur, ".git")) or os.path.dirname(cur) == cur or cur == limit:
             break
@@ -336,29 +342,43 @@ def _contexts(folder: str, top: str) -> list[str]:
     return out
 
 
-def _through_copy(path: str, src: str, dest: str, context: str, glob: bool) -> list[str]:
-    """The context files a COPY of `src` to `dest` put at container `path` (a glob too)."""
+def _root(folder: str, top: str) -> str:
+    """The folder a recipe's files are looked for in: the current folder when the recipe is
+    below it (a build context may be a parent of the scanned folder), else the scanned root."""
+    cwd = os.getcwd()
+    return cwd if recipe_paths.inside(folder, cwd) and cwd != os.sep else top
+
+
+def _through_copy(path: str, src: str, dest: str, context: str, glob: bool, scope: tuple[str, list]) -> list[str]:
+    """The context files a COPY of `src` to `dest` put at container `path` (a glob too),
+    inside `scope`'s root (its list: why a glob was cut)."""
+    root, cut = scope
     src_abs = os.path.normpath(os.path.join(context, src))
+    if not recipe_paths.inside(src_abs, root):
+        return []
     if dest.endswith("/"):
         ddir = dest.rstrip("/") or "/"
         if _isdir(src_abs) and not any(c in src for c in "*?["):
             if path == ddir or not path.startswith(ddir + "/"):
                 return []
-            return _existing(os.path.join(src_abs, path[len(ddir) + 1 :]), glob)
+            return _existing(os.path.join(src_abs, path[len(ddir) + 1 :]), glob, root, cut)
         if posixpath.dirname(path) != ddir:
             return []
         name = posixpath.basename(path)
-        cands = _existing(os.path.join(os.path.dirname(src_abs), name), glob)
+        cands = _existing(os.path.join(os.path.dirname(src_abs), name), glob, root, cut)
         pattern = os.path.basename(src_abs)
         return [c for c in cands if fnmatch.fnmatchcase(os.path.basename(c), pattern)]
     if _isdir(src_abs):
         if path == dest or not path.startswith(dest + "/"):
             return []
-        return _existing(os.path.join(src_abs, path[len(dest) + 1 :]), glob)
+        return _existing(os.path.join(src_abs, path[len(dest) + 1 :]), glob, root, cut)
     return [src_abs] if path == dest and _isfile(src_abs) else []
 
 
-def _existing(path: str, glob: bool) -> list[str]:
+def _existing(path: str, glob: bool, root: str, cut: list[str]) -> list[str]:
+    path = os.path.normpath(path)
+    if not recipe_paths.inside(path, root):
+        return []  # the build's own file system (a container's, the host's): not the project's
     if glob:
         import glob as globmod
 
@@ -366,7 +386,7 @@ def _existing(path: str, glob: bool) -> list[str]:
             unstable("a COPY source globs over folders")  # no one folder's stat tells its matches
         else:
             note(os.path.dirname(path) or os.curdir)  # its matches are names of that folder
-        return sorted((p for p in globmod.glob(path) if _isfile(p)), key=os.fsencode)
+        return recipe_paths.glob_inside(path, root, cut)
     return [path] if _isfile(path) else []
 
 

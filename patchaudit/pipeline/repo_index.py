@@ -52,6 +52,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+import re
 from typing import Any, cast
 
 from patchaudit.analysis.repo_index import ModuleFacts, RepoIndex, module_name
@@ -328,19 +329,31 @@ def _parsed_again(others: list, text: str) -> bool:
 def _needed(entries: dict[str, Entry], fresh: dict[str, bytes], cache) -> None:
     """Which request builders (modules with no source of their own) to summarise: those a
     file that names a source module (imports it, most likely) calls by name.  Decided on
-    the files read in this run; a builder found needed once stays so (cached)."""
-    stems = sorted({_stem(k).encode() for k, e in entries.items() if e.source})
-    users = [(k, d) for k, d in fresh.items() if any(st in d for st in stems)]
+    the files read in this run; a builder found needed once stays so (cached).  Each
+    file's words are read once (a name is called by its whole word): comparing every
+    builder with every file was quadratic in the modules."""
+    stems = {_stem(k).encode() for k, e in entries.items() if e.source}
+    users: dict[bytes, set[str]] = {}  # word -> the files that hold it (two are enough)
+    for k, d in fresh.items():
+        words = set(_WORD.findall(d))
+        if not words.isdisjoint(stems):
+            for word in words:
+                holders = users.setdefault(word, set())
+                if len(holders) < 2:
+                    holders.add(k)
     for key, e in entries.items():
         if e.seed is None:  # every function followed: keep it
             e.needed = True
         if e.source or e.needed or not e.seed:
             continue
-        names = sorted({q.rsplit(".", 1)[-1].encode() for q in e.seed})
-        if any(k != key and any(n in d for n in names) for k, d in users):
+        names = {q.rsplit(".", 1)[-1].encode() for q in e.seed}
+        if any(users.get(n, set()) - {key} for n in names):
             e.needed = True
             if cache is not None:
                 cache.put(key, "repo", e.digest, dataclasses.replace(e, text=None, parsed=None))
+
+
+_WORD = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def _stem(path: str) -> str:

@@ -24,6 +24,7 @@ def run_sed_rules(plan, rules: list, settings, engines: Any, tokenizer: Any, res
     from patchaudit.inputs import source_lines
     from patchaudit.inputs.discover import classify
     from patchaudit.pipeline.baseline import assign_fingerprints
+    from patchaudit.pipeline.plan import MAX_RECIPE_FILE
     from patchaudit.pipeline.run_rules import run_python_rules
     from patchaudit.pipeline.suppression import (
         apply_per_file_ignores,
@@ -40,7 +41,7 @@ def run_sed_rules(plan, rules: list, settings, engines: Any, tokenizer: Any, res
     for path in scripts:
         kind = classify(path) or "shell"
         try:
-            text = read_text(path, settings.max_file_size)
+            text = read_text(path, min(settings.max_file_size, MAX_RECIPE_FILE))  # as the plan read it
         except (ReadError, OSError, UnicodeDecodeError):
             continue  # the per-file pass reports a script it cannot read
         fr = FileResult(path)

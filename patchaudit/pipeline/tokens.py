@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from typing import IO, Any, Callable, Iterator, Sequence
 
+from patchaudit.inputs.tokenizer import TokenizerError
+
 #: samples decoded and re-encoded together
 BATCH = 256
 #: the longest JSONL line read (a recorded sample of a million ids is about 8 MB): a
@@ -32,6 +34,11 @@ MAX_LINE = 64 * 1024 * 1024
 #: the largest JSONL file on disk read (recorded rollouts are streamed: only one line
 #: is in memory at a time)
 MAX_FILE = 1 << 40
+#: the most characters the samples of one batch may decode to, by the tokenizer's longest
+#: piece (patchaudit/inputs/tokenizer_bounds.py): a longer sample is an error of its line,
+#: and a batch is checked early when its samples reach it (memory stays bounded whatever
+#: the tokenizer's tokens)
+MAX_DECODED = 128 * 1024 * 1024
 _BOM = b"\xef\xbb\xbf"
 
 
@@ -91,23 +98,71 @@ class Sample:
         }
 
 
+#: the farthest a re-encoding may drift from the recorded ids before they agree again (ids
+#: skipped on both sides together); past it the rest of the sample is one difference
+MAX_RESYNC = 256
+
+
 def diff_ids(a: Sequence[int], b: Sequence[int]) -> list[Difference]:
-    """The spans where `a` (recorded) and `b` (re-encoded) differ."""
+    """The spans where `a` (recorded) and `b` (re-encoded) differ, in work linear in their
+    length: a re-encoding drifts locally (two ids merge, one splits), so after a
+    difference the nearest point where both agree again (an id, or both ends)
+    is looked for at most `MAX_RESYNC` ids ahead, and a short block between two
+    agreements is split by difflib (`MAX_REFINED`).  (difflib on the whole record was
+    cubic: one 30 KB record drifting every third id took four minutes.)"""
     if a == b:
         return []
-    n = min(len(a), len(b))
-    p = 0
-    while p < n and a[p] == b[p]:
-        p += 1
-    s = 0
-    while s < n - p and a[len(a) - 1 - s] == b[len(b) - 1 - s]:
-        s += 1
-    mid_a, mid_b = a[p : len(a) - s], b[p : len(b) - s]
-    out = []
-    for tag, i1, i2, j1, j2 in SequenceMatcher(a=mid_a, b=mid_b, autojunk=False).get_opcodes():
-        if tag != "equal":
-            out.append(Difference(p + i1, p + i2, p + j1, tuple(mid_a[i1:i2]), tuple(mid_b[j1:j2])))
+    out: list[Difference] = []
+    i = j = 0
+    na, nb = len(a), len(b)
+    while i < na and j < nb:
+        if a[i] == b[j]:
+            i += 1
+            j += 1
+            continue
+        skip = _resync(a, b, i, j)
+        if skip is None:
+            break
+        di, dj = skip
+        out.extend(_block(a, b, i, i + di, j, j + dj))
+        i, j = i + di, j + dj
+    if i < na or j < nb:
+        out.append(Difference(i, na, j, tuple(a[i:]), tuple(b[j:])))
     return out
+
+
+#: a block between two agreements this short is split as difflib would (drifts one id apart)
+MAX_REFINED = 64
+
+
+def _block(a: Sequence[int], b: Sequence[int], i1: int, i2: int, j1: int, j2: int) -> list[Difference]:
+    """The differences of a[i1:i2] and b[j1:j2]: one, or difflib's for a short block."""
+    if (i2 - i1) + (j2 - j1) > MAX_REFINED:
+        return [Difference(i1, i2, j1, tuple(a[i1:i2]), tuple(b[j1:j2]))]
+    out = []
+    for tag, x1, x2, y1, y2 in SequenceMatcher(a=a[i1:i2], b=b[j1:j2], autojunk=False).get_opcodes():
+        if tag != "equal":
+            out.append(Difference(i1 + x1, i1 + x2, j1 + y1, tuple(a[i1 + x1 : i1 + x2]), tuple(b[j1 + y1 : j1 + y2])))
+    return out
+
+
+def _resync(a: Sequence[int], b: Sequence[int], i: int, j: int) -> tuple[int, int] | None:
+    """The fewest ids (di, dj) to skip from a mismatch at a[i], b[j] to where the two agree
+    again (balanced skips first: a replacement), or None within MAX_RESYNC.  The search
+    costs d * d for a skip of d ids: linear in the sample for a bounded d."""
+    na, nb = len(a), len(b)
+    for d in range(1, MAX_RESYNC + 1):
+        for di in sorted(range(d + 1), key=lambda k: (abs(2 * k - d), k)):
+            x, y = i + di, j + d - di
+            if x > na or y > nb:
+                continue
+            if x == na or y == nb:
+                if x == na and y == nb:
+                    return di, d - di
+                continue
+            if a[x] == b[y]:
+                return di, d - di
+    return None
 
 
 def _json_type(value: Any) -> str:
@@ -322,6 +377,16 @@ def iter_lines(path: str, on_read: Callable[[int], None] | None = None) -> Itera
 # the files of a run
 
 
+def _checked_alone(aud: Auditor, sample: Sample, error: Callable[[str, int | None, str], None]) -> bool:
+    """Check one sample of a batch the tokenizer failed on; its failure is an error of its line."""
+    try:
+        aud.check_batch([sample])
+    except TokenizerError as exc:
+        error(sample.path, sample.line, f"the tokenizer failed on this sample: {exc}")
+        return False
+    return True
+
+
 def audit_files(
     files: Sequence[str],
     aud: Auditor,
@@ -341,10 +406,17 @@ def audit_files(
         error_count += 1
         on_error(path, line, message)
 
+    decoded = 0  # of `pending`, bounded by MAX_DECODED
+
     def flush(pending: list[Sample]) -> None:
-        aud.check_batch(pending)
+        nonlocal decoded
+        try:
+            aud.check_batch(pending)
+        except TokenizerError:  # one sample failed the tokenizer (its regex engine's retry limit, say)
+            pending[:] = [s for s in pending if _checked_alone(aud, s, error)]
         on_batch(pending)
         pending.clear()
+        decoded = 0
 
     for path in files:
         before = (aud.checked, aud.drifting)
@@ -362,7 +434,15 @@ def audit_files(
                     continue
                 if parsed is None:
                     continue
+                size = len(parsed[0]) * getattr(aud.tok, "max_piece", 1)
+                if size > MAX_DECODED:
+                    error(path, n, f"{len(parsed[0]):,} ids may decode to {size:,} characters with this tokenizer "
+                                   f"(limit {MAX_DECODED:,}): not audited")  # fmt: skip
+                    continue
+                if decoded + size > MAX_DECODED:
+                    flush(pending)
                 pending.append(Sample(path, n, parsed[0], parsed[1]))
+                decoded += size
                 if len(pending) >= aud.batch:
                     flush(pending)
         except FileNotFoundError:
