@@ -295,7 +295,9 @@ def _set_limit(s: Settings, path: Path, key: str, value: Any) -> None:
         setattr(s, attr, value)
 
 
-def load_pyproject(path: Path | str) -> Settings:
+def load_pyproject(path: Path | str, local_rules: bool = True) -> Settings:
+    """The settings of the configuration `path`; its `extend-rules` are imported (the run's
+    local rules) unless `local_rules` is false (a command that runs no rule)."""
     path = Path(path)
     doc = _read_toml(path)
     data = doc.get("tool", {}).get("patchaudit") if isinstance(doc.get("tool"), dict) else None
@@ -357,8 +359,11 @@ def load_pyproject(path: Path | str) -> Settings:
             _set_limit(s, path, key, value)
         elif key == "extend-rules":
             s.extend_rules = _str_list(path, key, value)
-    _load_local_rules(path, s)
-    _check_rules(path, s)
+    if local_rules:
+        _load_local_rules(path, s)
+        _check_rules(path, s)
+    else:
+        _forget_local_rules()
     return s
 
 
@@ -377,6 +382,12 @@ def _load_local_rules(path: Path, s: Settings) -> None:
     except local_rules.LocalRuleError as exc:
         raise ConfigError(str(exc)) from None
     s.local_rules, s.local_rules_stamp = loaded.codes, loaded.stamp
+
+
+def _forget_local_rules() -> None:
+    from patchaudit.config import local_rules
+
+    local_rules.activate({})
 
 
 def _rule_catalogue(s: Settings):
