@@ -209,3 +209,12 @@ def test_report_to_standard_output_with_a_dash(tmp_path):
     root, _ = _trees(tmp_path)
     res = invoke_in(root, ["check", "--no-cache", "--output-format", "json", "-o", "-", "sub"])
     assert res.exit_code == 0 and res.stdout.startswith("[") and not (root / "-").exists()
+
+
+def test_report_into_a_committed_symlinked_folder_is_refused(tmp_path):
+    root, outside = _trees(tmp_path)
+    (root / "reports").symlink_to(outside, target_is_directory=True)
+    before = _snapshot(outside)
+    res = invoke_in(root, ["check", "--no-cache", "-o", "reports/t.py", "sub"])
+    assert _snapshot(outside) == before
+    assert res.exit_code == 2 and "reports" in res.stderr and "symlink" in res.stderr, res.stderr

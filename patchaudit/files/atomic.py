@@ -8,7 +8,10 @@ atomic on POSIX), so a failure at any point (a full disk, an error while
 rendering, a kill) leaves FILE as it was and no temporary file behind; a reader
 never sees a half-written report.
 
-What is at FILE decides (`lstat`, no link followed):
+FILE's folder, when it lies below the current directory (the checkout, in CI), is
+reached from there one folder at a time through no symlink: a committed
+`reports -> /elsewhere` is refused, never written into.  What is at FILE decides
+(`lstat`, no link followed):
 
 * nothing, or a regular file: replaced as above (a regular file keeps its mode);
 * a symlink: the link itself is replaced by the report, never written through: a
@@ -83,6 +86,20 @@ class _Forward(io.RawIOBase):
         return len(data)
 
 
+def _open_target_folder(folder: str) -> Folder:
+    """The folder of a report: below the current directory (the checkout, in CI) reached one
+    folder at a time through no symlink (`-o reports/x.sarif` with a committed
+    `reports -> /elsewhere` is refused, Refused naming it); elsewhere as the user wrote it."""
+    cwd = os.getcwd()
+    try:
+        rel = os.path.relpath(folder, cwd)
+    except ValueError:  # another drive
+        rel = os.pardir
+    if rel == os.pardir or rel.startswith(os.pardir + os.sep) or os.path.isabs(rel):
+        return open_folder(folder)
+    return open_folder(cwd, [p for p in rel.split(os.sep) if p != os.curdir])
+
+
 class AtomicFile(io.TextIOWrapper):
     """A text file that becomes `path` on `commit()` (or when its `with` block ends without an
     exception) and is removed on `discard()` (or an exception).  Refused (an OSError) when
@@ -98,28 +115,29 @@ class AtomicFile(io.TextIOWrapper):
         if self.direct:
             raw = _stdout_raw()
         else:
-            folder_path, self._leaf = os.path.split(os.path.abspath(path))
-            folder: Folder | None = open_folder(folder_path)  # the folder FILE names: the user's own
-            assert folder is not None
-            try:
-                seen = folder.lstat(self._leaf)
-                if seen is not None and _is_null(path, seen):
-                    folder.close()
-                    folder, raw = None, io.FileIO(os.devnull, "wb")
-                elif seen is not None and not (stat.S_ISREG(seen.st_mode) or stat.S_ISLNK(seen.st_mode)):
-                    raise Refused(path, f"is {kind_name(seen.st_mode)}: not written")
-                else:
-                    if seen is not None and stat.S_ISREG(seen.st_mode):
-                        self._perm = stat.S_IMODE(seen.st_mode)
-                    fd, self.tmp = folder.temp(".patchaudit-")
-                    raw = io.FileIO(fd, "wb")
-            except BaseException:
-                if folder is not None:
-                    folder.close()
-                raise
-            self.folder = folder
+            raw = self._open(path)
         super().__init__(raw, encoding="utf-8", errors="backslashreplace", newline="")  # type: ignore[arg-type]
         self._done = False
+
+    def _open(self, path: str) -> io.RawIOBase:
+        """The temporary file in FILE's folder (or the null device), after the checks."""
+        folder_path, self._leaf = os.path.split(os.path.abspath(path))
+        folder = _open_target_folder(folder_path)
+        try:
+            seen = folder.lstat(self._leaf)
+            if seen is not None and _is_null(path, seen):
+                folder.close()
+                return io.FileIO(os.devnull, "wb")
+            if seen is not None and not (stat.S_ISREG(seen.st_mode) or stat.S_ISLNK(seen.st_mode)):
+                raise Refused(path, f"is {kind_name(seen.st_mode)}: not written")
+            if seen is not None and stat.S_ISREG(seen.st_mode):
+                self._perm = stat.S_IMODE(seen.st_mode)
+            fd, self.tmp = folder.temp(".patchaudit-")
+        except BaseException:
+            folder.close()
+            raise
+        self.folder = folder
+        return io.FileIO(fd, "wb")
 
     def commit(self) -> None:
         if self._done:
