@@ -103,3 +103,16 @@ def test_the_signal_handlers_are_restored(tmp_path):
             raise AssertionError("SIGTERM did not end the scope")  # pragma: no cover
     assert signal.getsignal(signal.SIGTERM) == before
     assert "PATCHAUDIT_RUN_TMP" not in os.environ
+
+
+def test_workers_die_on_sigterm_as_before():
+    """A worker forked inside the scope gets SIGTERM's default back (pipeline/parallel.py
+    `harden_worker`): its task loop would otherwise catch the SystemExit and go on."""
+    from patchaudit.files.tempdirs import run_scope, worker_signals
+
+    before = signal.getsignal(signal.SIGTERM)
+    with run_scope():
+        assert signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, before)
+        worker_signals()
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    assert signal.getsignal(signal.SIGTERM) == before

@@ -82,6 +82,15 @@ def _raise(signum: int, frame) -> None:
     raise SystemExit(128 + signum)
 
 
+def worker_signals() -> None:
+    """In a worker process forked inside a `run_scope`: SIGTERM and SIGHUP kill it again (the
+    handler it inherited would raise SystemExit, which a worker's task loop catches); the
+    run's folders are its parent's to remove."""
+    for sig in _SIGNALS:
+        if signal.getsignal(sig) is _raise:
+            signal.signal(sig, signal.SIG_DFL)
+
+
 @contextmanager
 def run_scope() -> Iterator[None]:
     """A command's lifetime: its run folder made, SIGTERM/SIGHUP turned into SystemExit and
