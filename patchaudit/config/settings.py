@@ -1,8 +1,9 @@
 """Run settings: command-line options merged over `[tool.patchaudit]`.
 
-`Settings` is what the runner reads.  `load_pyproject` finds the nearest
-pyproject.toml with a `[tool.patchaudit]` table (walking up from the paths
-checked) and validates it: unknown keys and bad values raise `ConfigError`
+`Settings` is what the runner reads.  `find_pyproject` finds the nearest
+pyproject.toml with a `[tool.patchaudit]` table at or above the run's project
+root (`project_root`: never a nested one the paths happen to name), and
+`load_pyproject` validates it: unknown keys and bad values raise `ConfigError`
 naming the file and the key (exit code 2).
 
 The configuration of a checked tree is the pull request's: it cannot raise the
