@@ -63,11 +63,18 @@ def run() -> None:
     import sys
     import threading
 
+    from patchaudit.files.tempdirs import run_scope
+
     gc.set_threshold(200_000, 30, 30)
     try:
-        main()
+        # the run's temporary folders (git engines' private git directories) are removed
+        # here on every path, signals included, before the hard exit below skips finalizers
+        with run_scope():
+            main()
     except SystemExit as exc:
         code = exc.code
+    except KeyboardInterrupt:  # pragma: no cover - click turns it into an Abort
+        code = 130
     else:  # pragma: no cover - click always exits
         code = 0
     if isinstance(code, str):

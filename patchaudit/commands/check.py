@@ -20,7 +20,14 @@ import click
 from patchaudit.commands.fixopts import fix_options, run_fixes, wants_fixes
 from patchaudit.commands.options import parse_engine_option
 from patchaudit.config.local_rules import activate as activate_local_rules
-from patchaudit.config.settings import ConfigError, Settings, apply_cache_options, find_pyproject, load_pyproject
+from patchaudit.config.settings import (
+    ConfigError,
+    Settings,
+    apply_cache_options,
+    find_pyproject,
+    load_pyproject,
+    project_root,
+)
 from patchaudit.model.escape import safe
 from patchaudit.reporters import available_formats, render, render_statistics
 from patchaudit.reporters.progress import FileProgress
@@ -46,6 +53,7 @@ def build_settings(
     else:
         settings = Settings()
         activate_local_rules({})  # no configuration: no local rules
+    settings.project_root = project_root(list(paths))  # --fix writes below it only
     # a cache-dir of the checked tree's pyproject.toml stays in the tree; --config FILE,
     # PATCHAUDIT_CACHE_DIR and --cache-dir are the user's own and may point anywhere
     apply_cache_options(settings, cache_dir=cache_dir, no_cache=no_cache, explicit_config=bool(config))

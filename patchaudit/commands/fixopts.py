@@ -64,7 +64,7 @@ def run_fixes(result, settings, opts: dict[str, Any], refilter=None) -> int | No
                 click.echo(safe(err), err=True)
             return 2
         return 1 if text else 0
-    errors = write_fixes(outcome)
+    errors = write_fixes(outcome, settings.project_root)
     result.errors.extend(errors)
     result.findings = outcome.remaining
     if not errors:  # the hunk summary of exact mode: the fixed patches' own

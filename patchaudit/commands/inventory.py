@@ -53,7 +53,7 @@ def inventory(paths, engine, fmt, output, config) -> None:
     paths = list(paths) or ["."]
     try:
         cfg = config or find_pyproject(paths)
-        settings = load_pyproject(cfg) if cfg else Settings()
+        settings = load_pyproject(cfg, local_rules=False) if cfg else Settings()  # runs no rule
         if engine:
             settings.engines = [parse_engine_option(e) for e in engine]
         inv = build_inventory(paths, settings)

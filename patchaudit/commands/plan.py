@@ -24,7 +24,7 @@ def plan(paths, fmt, config) -> None:
     paths = list(paths) or ["."]
     try:
         cfg = config or find_pyproject(paths)
-        settings = load_pyproject(cfg) if cfg else Settings()
+        settings = load_pyproject(cfg, local_rules=False) if cfg else Settings()  # plan runs no rule
     except ConfigError as exc:
         click.echo(safe(f"patchaudit: error: {exc}"), err=True)
         sys.exit(2)

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
 from patchaudit.config.registry import all_rules
-from patchaudit.model.escape import safe, text_block
+from patchaudit.model.escape import json_text, safe, text_block
 
 
 def _rules(config: str | None) -> dict:
@@ -46,7 +44,7 @@ def rules_cmd(fmt: str, config: str | None) -> None:
         return
     rules = _rules(config)
     if fmt == "json":
-        listing = json.dumps(
+        listing = json_text(
             [
                 {
                     "code": r.code,
@@ -57,10 +55,9 @@ def rules_cmd(fmt: str, config: str | None) -> None:
                     "summary": r.summary(),
                 }
                 for r in rules.values()
-            ],
-            indent=2,
+            ]
         )
-        click.echo(listing)  # output-safe: ASCII JSON (ensure_ascii) of the rules' own attributes
+        click.echo(listing)  # output-safe: json_text escapes what a terminal or a CI log acts on
         return
     for r in rules.values():
         needs = f" [needs {', '.join(sorted(r.needs))}]" if r.needs else ""

@@ -37,7 +37,7 @@ def _resolve_tokenizer(tokenizer: str | None, config: str | None, files: Sequenc
 
     cfg = Path(config) if config else find_pyproject(list(files))
     if cfg:
-        settings = load_pyproject(cfg)
+        settings = load_pyproject(cfg, local_rules=False)  # tokens runs no rule
         if settings.tokenizer:
             return settings.tokenizer
     raise click.UsageError(

@@ -16,7 +16,11 @@ This is the one place patchaudit imports code of the checked tree
   modules (every `*.py` not starting with `_`, like the built-in pack, with
   relative imports between them) or one `.py` file, relative to the
   `pyproject.toml`, and one that resolves outside its folder (`..`, an
-  absolute path, a symlink out) is an error.
+  absolute path, a symlink out) is an error, and so is a folder any member of
+  which (at any depth: a helper, `__init__.py`, a subpackage) is a symlink out;
+- by the commands that run rules (`check`, `bump`, `rules`, `explain`,
+  `test-rules`): `plan`, `tokens` and `inventory` read the configuration with
+  `load_pyproject(..., local_rules=False)` and import nothing.
 
 A local rule's code must not be a built-in one, nor defined twice.  The loaded
 rules are the process's `LOCAL` (replaced by each configuration loaded), which
@@ -62,6 +66,29 @@ def _inside(path: Path, root: Path) -> bool:
     except (ValueError, OSError, RuntimeError):
         return False
     return True
+
+
+#: entries of a rule folder looked at (files and folders, all levels) before it is refused
+MAX_MEMBERS = 10_000
+
+
+def _members_inside(entry: Path, root: Path, where: str, raw: str) -> None:
+    """LocalRuleError unless every member of the folder `entry` (a module, `__init__.py`,
+    a helper imported relatively, a subpackage, at any depth) stays inside `root`: a
+    member that is a symlink out (`_helpers.py -> ~/elsewhere.py`) would be imported
+    from outside the configuration's folder.  Links are not followed by the walk."""
+    seen = 0
+    for folder, dirs, files in os.walk(entry, followlinks=False):
+        for name in dirs + files:
+            seen += 1
+            if seen > MAX_MEMBERS:
+                raise LocalRuleError(f"{where}: {raw!r} holds more than {MAX_MEMBERS} entries: not loaded")
+            member = Path(folder) / name
+            if member.is_symlink() and not _inside(member, root):
+                shown = os.path.relpath(member, root)
+                raise LocalRuleError(
+                    f"{where}: {raw!r}: {shown} is a symlink out of the folder of the configuration: not loaded"
+                )
 
 
 def _sources(entry: Path) -> list[Path]:
@@ -168,6 +195,8 @@ def load(entries: list[str], config: Path, builtin: set[str], *, confine: bool =
             raise LocalRuleError(f"{where}: {raw!r} is outside the folder of {config.name}: not loaded")
         if not entry.is_dir() and entry.suffix != ".py":
             raise LocalRuleError(f"{where}: {raw!r} is neither a folder of rule modules nor a .py file")
+        if confine and entry.is_dir():
+            _members_inside(entry, root, where, raw)
         for code, rule in rules_of(entry, root, where).items():
             if code in builtin or code in found:
                 raise LocalRuleError(f"{where}: rule code {code} of {raw!r} is already defined")

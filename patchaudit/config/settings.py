@@ -1,8 +1,9 @@
 """Run settings: command-line options merged over `[tool.patchaudit]`.
 
-`Settings` is what the runner reads.  `load_pyproject` finds the nearest
-pyproject.toml with a `[tool.patchaudit]` table (walking up from the paths
-checked) and validates it: unknown keys and bad values raise `ConfigError`
+`Settings` is what the runner reads.  `find_pyproject` finds the nearest
+pyproject.toml with a `[tool.patchaudit]` table at or above the run's project
+root (`project_root`: never a nested one the paths happen to name), and
+`load_pyproject` validates it: unknown keys and bad values raise `ConfigError`
 naming the file and the key (exit code 2).
 
 The configuration of a checked tree is the pull request's: it cannot raise the
@@ -117,6 +118,9 @@ class Settings:
     #: `jobs` comes from the command line: the scheduler may start more workers than CPUs
     #: (up to 4 per CPU); otherwise it never does (patchaudit/pipeline/parallel.py)
     jobs_forced: bool = False
+    #: the folder the run's paths belong to (`project_root`): `--fix` writes only below it,
+    #: through no symlink (pipeline/fix.py); None: each fixed file's own folder
+    project_root: str | None = None
     #: `extend-rules`: local rule folders or files (absolute), loaded from the run's
     #: configuration only (patchaudit/config/local_rules.py)
     extend_rules: list[str] = field(default_factory=list)
@@ -149,31 +153,67 @@ _KEYS = {
 }
 
 
-def _resolved(p: str) -> Path:
-    """`p` resolved; a symlink loop named on the command line (reported by discovery)
-    is taken as it is written, never a traceback."""
+#: what marks the folder of a project (the current directory's decides the run's root)
+ROOT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
+
+
+def _common_parent(paths: list[str]) -> str:
+    """The deepest folder holding every path, as written (no symlink resolved), and above
+    the first symlink met below the current directory (a link the checkout commits
+    leads out of it)."""
+    cwd = os.getcwd()
+    folders = []
+    for p in paths or ["."]:
+        full = os.path.abspath(p)
+        folders.append(full if os.path.isdir(full) and not os.path.islink(full) else os.path.dirname(full))
     try:
-        return Path(p).resolve()
-    except (OSError, RuntimeError):
-        return Path(os.path.abspath(p))
+        common = os.path.commonpath(folders)
+    except ValueError:  # paths on several drives
+        return cwd
+    if common != cwd and not common.startswith(cwd.rstrip(os.sep) + os.sep):
+        return common
+    cur = cwd
+    for part in os.path.relpath(common, cwd).split(os.sep):
+        if part in ("", os.curdir) or os.path.islink(os.path.join(cur, part)):
+            break
+        cur = os.path.join(cur, part)
+    return cur
+
+
+def project_root(paths: list[str]) -> str:
+    """The folder a run of `paths` (none: the current directory) belongs to, where the search
+    for its configuration starts: the current directory's project (the nearest folder at or
+    above it with a `ROOT_MARKERS` entry) when every path lies in it, so a pyproject.toml
+    nested in the tree (a vendored package's, a sub-project's) is never the run's, whatever
+    files are named (pre-commit names the changed ones); otherwise the common parent of the
+    paths.  Nothing is read but names (no TOML)."""
+    start = _common_parent(paths)
+    cur = os.getcwd()
+    while not any(os.path.lexists(os.path.join(cur, m)) for m in ROOT_MARKERS):
+        up = os.path.dirname(cur)
+        if up == cur:
+            return start
+        cur = up
+    if start == cur or start.startswith(cur.rstrip(os.sep) + os.sep):
+        return cur
+    return start
 
 
 def find_pyproject(paths: list[str]) -> Path | None:
-    starts = [_resolved(p) for p in paths] or [Path.cwd()]
-    for start in starts:
-        cur = start if start.is_dir() else start.parent
-        while True:
-            cand = cur / "pyproject.toml"
-            # a FIFO, a device or a dangling link named pyproject.toml is an error, not skipped
-            if os.path.lexists(cand) and not cand.is_dir():
-                data = _read_toml(cand)
-                tool = data.get("tool", {})
-                if isinstance(tool, dict) and "patchaudit" in tool:
-                    return cand
-            if cur.parent == cur:
-                break
-            cur = cur.parent
-    return None
+    """The run's configuration: the nearest `pyproject.toml` with a `[tool.patchaudit]` table at
+    or above `project_root(paths)` (so at or above every path), or None."""
+    cur = Path(project_root(paths))
+    while True:
+        cand = cur / "pyproject.toml"
+        # a FIFO, a device or a dangling link named pyproject.toml is an error, not skipped
+        if os.path.lexists(cand) and not cand.is_dir():
+            data = _read_toml(cand)
+            tool = data.get("tool", {})
+            if isinstance(tool, dict) and "patchaudit" in tool:
+                return cand
+        if cur.parent == cur:
+            return None
+        cur = cur.parent
 
 
 def _str_list(path: Path, key: str, value: Any) -> list[str]:
@@ -256,7 +296,9 @@ def _set_limit(s: Settings, path: Path, key: str, value: Any) -> None:
         setattr(s, attr, value)
 
 
-def load_pyproject(path: Path | str) -> Settings:
+def load_pyproject(path: Path | str, local_rules: bool = True) -> Settings:
+    """The settings of the configuration `path`; its `extend-rules` are imported (the run's
+    local rules) unless `local_rules` is false (a command that runs no rule)."""
     path = Path(path)
     doc = _read_toml(path)
     data = doc.get("tool", {}).get("patchaudit") if isinstance(doc.get("tool"), dict) else None
@@ -318,8 +360,11 @@ def load_pyproject(path: Path | str) -> Settings:
             _set_limit(s, path, key, value)
         elif key == "extend-rules":
             s.extend_rules = _str_list(path, key, value)
-    _load_local_rules(path, s)
-    _check_rules(path, s)
+    if local_rules:
+        _load_local_rules(path, s)
+        _check_rules(path, s)
+    else:
+        _forget_local_rules()
     return s
 
 
@@ -338,6 +383,12 @@ def _load_local_rules(path: Path, s: Settings) -> None:
     except local_rules.LocalRuleError as exc:
         raise ConfigError(str(exc)) from None
     s.local_rules, s.local_rules_stamp = loaded.codes, loaded.stamp
+
+
+def _forget_local_rules() -> None:
+    from patchaudit.config import local_rules
+
+    local_rules.activate({})
 
 
 def _rule_catalogue(s: Settings):

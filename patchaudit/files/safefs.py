@@ -225,20 +225,7 @@ class Folder:
         """Write `name` atomically: a new temporary file (O_EXCL) renamed over it.  A
         symlink at `name` is replaced, never written through."""
         self._p(name)
-        for _ in range(100):
-            tmp = TMP_PREFIX + secrets.token_hex(8)
-            try:
-                fd = os.open(
-                    self._target(tmp),
-                    os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW | _CLOEXEC | _BINARY,
-                    0o600,
-                    **self._kw(),
-                )
-                break
-            except FileExistsError:
-                continue
-        else:  # pragma: no cover
-            raise FileExistsError(errno.EEXIST, "no free temporary name", self.path)
+        fd, tmp = self.temp()
         try:
             try:
                 _write_all(fd, data)
@@ -246,13 +233,94 @@ class Folder:
                     os.fchmod(fd, mode & ~umask())
             finally:
                 os.close(fd)
-            if self.fd is not None:
-                os.replace(tmp, name, src_dir_fd=self.fd, dst_dir_fd=self.fd)
-            else:
-                os.replace(self._p(tmp), self._p(name))
+            self.rename(tmp, name)
         except BaseException:
             self.unlink(tmp)
             raise
+
+    def temp(self, prefix: str = TMP_PREFIX) -> tuple[int, str]:
+        """(descriptor, name) of a new private file in this folder (O_EXCL, never a symlink),
+        to be renamed over its target (`rename`) or removed (`unlink`)."""
+        for _ in range(100):
+            tmp = prefix + secrets.token_hex(8)
+            try:
+                fd = os.open(
+                    self._target(tmp),
+                    os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW | _CLOEXEC | _BINARY,
+                    0o600,
+                    **self._kw(),
+                )
+                return fd, tmp
+            except FileExistsError:
+                continue
+        raise FileExistsError(errno.EEXIST, "no free temporary name", self.path)  # pragma: no cover
+
+    def rename(self, src: str, dst: str) -> None:
+        """Rename `src` over `dst`, both in this folder (a symlink at `dst` is replaced)."""
+        self._p(src)
+        self._p(dst)
+        if self.fd is not None:
+            os.replace(src, dst, src_dir_fd=self.fd, dst_dir_fd=self.fd)
+        else:
+            os.replace(self._p(src), self._p(dst))
+
+    def read_file(self, name: str, limit: int) -> tuple[bytes, os.stat_result]:
+        """(content, fstat) of the regular file `name`, read through no symlink and never
+        blocking (a FIFO, a device): Refused naming what it is, or over `limit` bytes."""
+        path = self._p(name)
+        try:
+            if self.fd is not None:
+                fd = os.open(name, os.O_RDONLY | NOFOLLOW | _NONBLOCK | _CLOEXEC | _BINARY, dir_fd=self.fd)
+            else:
+                writable_kind(path, os.lstat(path))
+                fd = os.open(path, os.O_RDONLY | _NONBLOCK | _BINARY)
+        except OSError as exc:
+            seen = self.lstat(name)
+            if seen is not None and not stat.S_ISREG(seen.st_mode):
+                raise Refused(path, f"is {kind_name(seen.st_mode)}") from None
+            raise exc
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise Refused(path, f"is {kind_name(st.st_mode)}")
+            if st.st_size > limit:
+                raise Refused(path, f"is larger than {limit} bytes")
+            with os.fdopen(fd, "rb", closefd=False) as fh:
+                data = fh.read(limit + 1)
+            if len(data) > limit:
+                raise Refused(path, f"is larger than {limit} bytes")
+            return data, st
+        finally:
+            os.close(fd)
+
+    def check_rewrite(self, name: str, read: os.stat_result | None = None) -> os.stat_result:
+        """The lstat of the file `name` that is about to be replaced by a rename in this
+        folder: Refused when it is not a regular file (a symlink is never replaced by a
+        file, a FIFO or a device never written), when it or this folder is read-only, or
+        when it is no longer the file `read` (another inode, size or time)."""
+        path = self._p(name)
+        st = self.lstat(name)
+        if st is None:
+            raise Refused(path, "no longer exists")
+        writable_kind(path, st)
+        if read is not None and (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) != (
+            read.st_dev,
+            read.st_ino,
+            read.st_size,
+            read.st_mtime_ns,
+        ):
+            raise Refused(path, "changed since it was read")
+        if not st.st_mode & 0o222 or not self._access(name):
+            raise Refused(path, "is read-only")
+        mode = os.fstat(self.fd).st_mode if self.fd is not None else os.stat(self.path).st_mode
+        if not mode & 0o222 or not self.writable():
+            raise Refused(path, "its folder is read-only")
+        return st
+
+    def _access(self, name: str) -> bool:
+        if self.fd is not None and os.access in os.supports_dir_fd:
+            return os.access(name, os.W_OK, dir_fd=self.fd, follow_symlinks=False)
+        return os.access(self._p(name), os.W_OK)
 
     def unlink(self, name: str) -> bool:
         """Remove the file (or symlink itself) `name`; False when it cannot be."""
@@ -269,6 +337,47 @@ class Folder:
             return True
         except (OSError, ValueError):
             return False
+
+
+_KINDS = {
+    stat.S_IFLNK: "a symlink",
+    stat.S_IFIFO: "a FIFO (named pipe)",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFDIR: "a folder",
+}
+
+
+def kind_name(mode: int) -> str:
+    return _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+
+
+def writable_kind(path: str, st: os.stat_result) -> None:
+    """Refused unless `st` (an lstat) is a regular file's."""
+    if not stat.S_ISREG(st.st_mode):
+        raise Refused(path, f"is {kind_name(st.st_mode)}")
+
+
+def below(root: str, path: str) -> list[str]:
+    """The components of `path` below the folder `root` (both as the run names them, the
+    current directory being a real path); Refused when `path` is not below `root` or
+    climbs with `..` after a name (`a/link/../b` is not where it reads)."""
+    parts = [p for p in path.replace(os.altsep or os.sep, os.sep).split(os.sep) if p not in ("", ".")]
+    lead = 0
+    while lead < len(parts) and parts[lead] == "..":
+        lead += 1
+    if ".." in parts[lead:]:
+        raise Refused(path, "climbs out of a folder with '..'")
+    full = os.path.abspath(path)
+    top = os.path.abspath(root)
+    try:
+        rel = os.path.relpath(full, top)
+    except ValueError:  # another drive
+        rel = os.pardir
+    if rel == os.curdir or rel == os.pardir or rel.startswith(os.pardir + os.sep) or os.path.isabs(rel):
+        raise Refused(path, f"is outside the project root {root}")
+    return rel.split(os.sep)
 
 
 def _write_all(fd: int, data: bytes) -> None:

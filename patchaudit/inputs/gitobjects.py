@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import tempfile
 
+from patchaudit.files import tempdirs
 from patchaudit.inputs.gitfiles import (
     HEX,
     HEX_PREFIX,
@@ -37,7 +36,7 @@ def _cleanup(private: str, procs: list) -> None:
             except Exception:
                 pass
     procs.clear()
-    shutil.rmtree(private, ignore_errors=True)
+    tempdirs.remove(private)
 
 
 class ObjectRepo:
@@ -89,13 +88,15 @@ class ObjectRepo:
         self._procs: list = []
         self._check: Batch | None = None
         self._batch: Batch | None = None
-        self.private = tempfile.mkdtemp(prefix="patchaudit-git-")
+        # removed by close(), at the end of the run's scope on every path (files/tempdirs.py)
+        self.private = tempdirs.private_dir("patchaudit-git-")
         try:
             from multiprocessing.util import Finalize
 
             # runs on close(), when collected, at exit and at the end of a worker process
             # (never in another process: a forked child leaves its parent's folder alone)
             self._finalizer = Finalize(self, _cleanup, args=(self.private, self._procs), exitpriority=10)
+            tempdirs.on_cleanup(self.close)
             self._write_private(refs, head, pseudo, shallow_lines, sha256, reftable)
         except BaseException:
             _cleanup(self.private, self._procs)

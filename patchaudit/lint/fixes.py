@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+from patchaudit.inputs import source_lines
 from patchaudit.model.findings import Edit, Fix
 
 
@@ -24,7 +25,7 @@ def unit_line_text(unit: Any, line: int) -> str | None:
         text = getattr(unit, "text", None)
         if text is None:
             return None
-        lines = text.split("\n")
+        lines = source_lines(text)  # numbered as the parser numbers them ("\r" ends a line)
     if 0 < line <= len(lines):
         return lines[line - 1]
     return None

@@ -58,10 +58,27 @@ def split_keepends(text: str) -> list[str]:
     return out
 
 
-def _eol(raw: str) -> str:
+#: a line of a source file as the parser counts them (patchaudit/inputs `source_lines`):
+#: "\r\n", a lone "\r" and "\n" each end one
+_SOURCE_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+
+
+def split_source_keepends(text: str) -> list[str]:
+    """`text` split as Python, libcst and the rules number its lines (a lone "\\r" ends a
+    line: the fix of line N must edit the line the finding names), line ends kept."""
+    if "\r" not in text:
+        return split_keepends(text)
+    return _SOURCE_LINE.findall(text)
+
+
+def _eol(raw: str, source: bool = False) -> str:
+    """The line end of `raw`: "\\r\\n", "\\n", or "" (the last line); in a source file a lone
+    "\\r" too (in a patch it is a character of the line)."""
     if raw.endswith("\r\n"):
         return "\r\n"
-    return "\n" if raw.endswith("\n") else ""
+    if raw.endswith("\n"):
+        return "\n"
+    return "\r" if source and raw.endswith("\r") else ""
 
 
 def _body(raw: str) -> str:
@@ -87,9 +104,10 @@ def _check_overlaps(edits: Sequence[Edit], n: int) -> list[Edit]:
     return ordered
 
 
-def _replace(raw: list[str], ordered: Sequence[Edit], first: int = 1) -> list[str]:
+def _replace(raw: list[str], ordered: Sequence[Edit], first: int = 1, source: bool = False) -> list[str]:
     """`raw` (lines `first`.. of a file, ends kept) with `ordered` applied; a new line
-    takes the line end of the line it replaces (or of the line before an insertion)."""
+    takes the line end of the line it replaces (or of the line before an insertion).
+    `source`: the lines of a source file, where a lone "\\r" ends a line too."""
     out: list[str] = []
     pos = first  # next original line to copy
     for e in ordered:
@@ -98,18 +116,18 @@ def _replace(raw: list[str], ordered: Sequence[Edit], first: int = 1) -> list[st
             pos += 1
         replaced = raw[e.line - first : e.end_line - first + 1]
         if replaced:
-            ends = [_eol(r) for r in replaced]
+            ends = [_eol(r, source) for r in replaced]
         else:
-            if out and not _eol(out[-1]) and e.new_lines:
+            if out and not _eol(out[-1], source) and e.new_lines:
                 raise PatchEditError(f"cannot insert after line {e.line - 1}: it has no line end")
             before = out[-1] if out else (raw[e.line - first] if e.line - first < len(raw) else "\n")
-            ends = [_eol(before) or "\n"]
+            ends = [_eol(before, source) or "\n"]
         default = next((x for x in ends if x), "\n")
         for k, new in enumerate(e.new_lines):
-            if "\n" in new:
+            if "\n" in new or (source and "\r" in new):
                 raise PatchEditError(f"an edit's line holds a line break (at line {e.line})")
             end = ends[k] if k < len(ends) else default
-            if k == len(e.new_lines) - 1 and replaced and not _eol(replaced[-1]):
+            if k == len(e.new_lines) - 1 and replaced and not _eol(replaced[-1], source):
                 end = ""  # the file ended without a newline there: it still does
             out.append(new + end)
         pos = e.end_line + 1
@@ -120,9 +138,10 @@ def _replace(raw: list[str], ordered: Sequence[Edit], first: int = 1) -> list[st
 
 
 def apply_line_edits(text: str, edits: Sequence[Edit]) -> str:
-    """`text` with `edits` applied (any file but a patch: see `edit_patch`)."""
-    raw = split_keepends(text)
-    return "".join(_replace(raw, _check_overlaps(edits, len(raw))))
+    """`text` with `edits` applied (any file but a patch: see `edit_patch`); its lines are
+    numbered as the parser numbers them (`split_source_keepends`)."""
+    raw = split_source_keepends(text)
+    return "".join(_replace(raw, _check_overlaps(edits, len(raw)), source=True))
 
 
 # ----- patches --------------------------------------------------------------------

@@ -27,6 +27,8 @@ A file the run reported an error for, or one that is not UTF-8, is not fixed.
 
 from __future__ import annotations
 
+import os
+import stat
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
@@ -52,6 +54,13 @@ class FileFix:
     fixed: int = 0  # findings whose fix was applied
     #: exact mode: how the hunks of the new text apply (HunkRecord.to_json() dicts), None: not re-checked
     hunks: list[dict] | None = None
+    #: the file as it was read (its fstat): it is replaced only while it is still that file
+    stat: Any = None
+    #: its findings before the fixes, and the ones `remaining` holds for it after them
+    before: list[Finding] = field(default_factory=list)
+    after: list[Finding] = field(default_factory=list)
+    #: why the fixed text was not written (the file keeps its findings and counts no fix)
+    refused: str | None = None
 
 
 @dataclass
@@ -66,7 +75,15 @@ class FixOutcome:
 
     @property
     def fixed(self) -> int:
-        return sum(f.fixed for f in self.files)
+        return sum(f.fixed for f in self.files if f.refused is None)
+
+    def unwritten(self, ff: FileFix, why: str) -> None:
+        """`ff` was not written: it counts no fix, and keeps the findings it had."""
+        ff.refused = why
+        gone = {id(f) for f in ff.after}
+        self.remaining = [f for f in self.remaining if id(f) not in gone] + ff.before
+        self.remaining.sort(key=Finding.sort_key)
+        ff.after = []
 
     @property
     def changed(self) -> list[FileFix]:
@@ -217,10 +234,24 @@ def _apply_pass(
     return best[1], True
 
 
-def _read(path: str, settings: Settings) -> str:
-    from patchaudit.files.reader import decode_utf8, read_bytes
+def _root(path: str, root: str | None) -> str:
+    """The folder a fixed file is reached from: the run's project root (its path and
+    everything above are the user's; below it no symlink is followed), or, for a caller
+    that names none, the file's own folder."""
+    return root if root is not None else os.path.dirname(os.path.abspath(path))
 
-    return decode_utf8(path, read_bytes(path, settings.max_file_size))
+
+def _read(path: str, settings: Settings) -> tuple[str, os.stat_result]:
+    """The text of `path` as `--fix` will replace it: read through no symlink below the
+    project root, a regular file only (Refused, ReadError)."""
+    from patchaudit.files.reader import decode_utf8
+    from patchaudit.files.safefs import below, open_folder
+
+    root = _root(path, settings.project_root)
+    parts = below(root, path)
+    with open_folder(root, parts[:-1]) as folder:
+        data, st = folder.read_file(parts[-1], settings.max_file_size)
+    return decode_utf8(path, data), st
 
 
 def fix_findings(
@@ -234,7 +265,6 @@ def fix_findings(
     is applied to the re-checked findings of a changed file (the run's --diff-base or
     baseline filter), so the remaining findings are those the user would be shown."""
     from patchaudit.config.registry import all_rules
-    from patchaudit.files.reader import ReadError
 
     rules = all_rules()
     out = FixOutcome()
@@ -255,13 +285,13 @@ def fix_findings(
             out.remaining.extend(findings)
             continue
         try:
-            text = _read(path, settings)
-        except ReadError as exc:
-            out.messages.append(f"{path}: not fixed: {exc.reason}")
+            text, st = _read(path, settings)
+        except OSError as exc:  # ReadError, Refused (a symlink, a FIFO, outside the root)
+            out.messages.append(f"{path}: not fixed: {_why(exc, path)}")
             out.remaining.extend(findings)
             continue
         checker = checker or _Checker(settings)
-        ff = FileFix(path, text, text)
+        ff = FileFix(path, text, text, stat=st, before=list(findings))
         current = _fix_file(ff, findings, applied, rules, unsafe, checker, out)
         ff.hunks = checker.hunks.get((path, ff.new)) if ff.new != ff.old else None
         checker.hunks.clear()
@@ -271,7 +301,8 @@ def fix_findings(
         else:
             # the rules that see the whole patch set are not re-run on one file: their findings stay
             kept = [f for f in findings if _sees_set(rules, f.code)]
-            out.remaining.extend(kept + (refilter(current) if refilter else current))
+            ff.after = kept + (refilter(current) if refilter else current)
+            out.remaining.extend(ff.after)
     out.remaining.sort(key=Finding.sort_key)
     return out
 
@@ -304,29 +335,63 @@ def _fix_file(
     return current
 
 
-def write_fixes(outcome: FixOutcome) -> list[FileError]:
-    """Write every changed file, whole or not at all: all are staged to temporary files
-    beside them first; if one cannot be staged, none is written (the errors say why)."""
-    from patchaudit.files.atomic import AtomicFile
+def _why(exc: OSError, path: str = "") -> str:
+    """What `exc` says about `path`; a folder on the way that was refused is named."""
+    reason = str(getattr(exc, "reason", None) or exc.strerror or exc)
+    where = getattr(exc, "path", None) or exc.filename
+    if isinstance(where, str) and path and os.path.abspath(where) != os.path.abspath(path):
+        return f"{os.path.relpath(where) if not os.path.isabs(path) else where} {reason}"
+    return reason
 
-    staged: list[AtomicFile] = []
+
+def write_fixes(outcome: FixOutcome, root: str | None = None) -> list[FileError]:
+    """Write every changed file, whole or not at all.  Each is reached from `root` (the
+    project root) one folder at a time without following a symlink, checked to be the
+    regular, writable file that was read (Folder.check_rewrite), and staged to a temporary
+    file in that folder, renamed over it at the end (dir-fd: a folder swapped meanwhile
+    is never written into).  If one cannot be staged, none is written; a file not
+    written counts no fix and keeps its findings (FixOutcome.unwritten)."""
+    from patchaudit.files.safefs import Folder, below, open_folder
+
+    folders: dict[tuple[str, ...], Folder] = {}
+    staged: list[tuple[FileFix, Folder, str, str]] = []  # (file, folder, its name, temporary name)
+    errors: list[FileError] = []
     try:
         for ff in outcome.changed:
-            fh = AtomicFile(ff.path)
-            staged.append(fh)
-            fh.write(ff.new)
-            fh.flush()
-    except OSError as exc:
-        for fh in staged:
-            fh.discard()
-        path = staged[-1].target if staged else "?"
-        return [FileError(path, f"cannot write the fixed file: {exc.strerror or exc}; no file was changed")]
-    errors = []
-    for fh in staged:
-        try:
-            fh.commit()
-        except OSError as exc:
-            errors.append(FileError(fh.target, f"cannot write the fixed file: {exc.strerror or exc}"))
+            try:
+                top = _root(ff.path, root)
+                parts = below(top, ff.path)
+                key = (top, *parts[:-1])
+                if key not in folders:
+                    folders[key] = open_folder(top, parts[:-1])
+                folder = folders[key]
+                st = folder.check_rewrite(parts[-1], ff.stat)
+                fd, tmp = folder.temp(".patchaudit-")
+                staged.append((ff, folder, parts[-1], tmp))
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(ff.new.encode("utf-8", "surrogateescape"))
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                    if hasattr(os, "fchmod"):
+                        os.fchmod(fh.fileno(), stat.S_IMODE(st.st_mode))
+            except (OSError, ValueError) as exc:
+                why = _why(exc, ff.path) if isinstance(exc, OSError) else str(exc)
+                for _, where, _, tmp in staged:
+                    where.unlink(tmp)
+                for other in outcome.changed:
+                    outcome.unwritten(other, why if other is ff else "another fixed file could not be written")
+                return [FileError(ff.path, f"cannot write the fixed file: {why}; no file was changed")]
+        for ff, folder, name, tmp in staged:
+            try:
+                folder.check_rewrite(name, ff.stat)  # still the file that was read
+                folder.rename(tmp, name)
+            except OSError as exc:
+                folder.unlink(tmp)
+                outcome.unwritten(ff, _why(exc, ff.path))
+                errors.append(FileError(ff.path, f"cannot write the fixed file: {_why(exc, ff.path)}"))
+    finally:
+        for folder in folders.values():
+            folder.close()
     return errors
 
 

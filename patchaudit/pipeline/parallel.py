@@ -169,8 +169,10 @@ def harden_worker(settings, parent_pid: int) -> None:
     if os.getppid() != parent_pid:  # the parent died before the line above
         os._exit(1)
     _watch_parent(parent_pid)
+    from patchaudit.files.tempdirs import worker_signals
     from patchaudit.inputs.pyast import set_parse_limit
 
+    worker_signals()  # SIGTERM ends a worker as before; its parent removes the run's folders
     set_parse_limit(settings)
     _limit_memory(settings)
 

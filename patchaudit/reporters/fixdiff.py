@@ -6,7 +6,7 @@ from __future__ import annotations
 import difflib
 from typing import Iterable
 
-from patchaudit.model.escape import safe, visible
+from patchaudit.model.escape import safe, safe_lines, visible
 
 
 def _lines(text: str) -> list[str]:
@@ -18,10 +18,13 @@ def _lines(text: str) -> list[str]:
 
 
 def render(changes: Iterable[tuple[str, str, str]]) -> str:
-    """The diff of each (path, old text, new text).  A line without a final newline is
-    followed by `\\ No newline at end of file`.  Paths and lines are escaped for the
-    terminal (patchaudit/model/escape.py), tabs and carriage returns kept, so the diff of
-    ordinary text applies as printed."""
+    """The diff of each (path, old text, new text), its lines git's (split at "\\n").  A
+    line without a final newline is followed by `\\ No newline at end of file`.  Paths
+    and lines are escaped for the terminal and a CI log (patchaudit/model/escape.py):
+    tabs and the "\\r" of a CRLF line end are kept, so the diff of ordinary text applies
+    as printed; any other "\\r" (a lone one starts a new line in a CI log) is shown as
+    `\\r`, and a context line that would start a workflow command (` ::error`) has its
+    first `:` shown as `\\x3a`."""
     out: list[str] = []
     for path, old, new in changes:
         if old == new:
@@ -29,7 +32,9 @@ def render(changes: Iterable[tuple[str, str, str]]) -> str:
         name = safe(path)
         for line in difflib.unified_diff(_lines(old), _lines(new), f"a/{name}", f"b/{name}"):
             end = "\n" if line.endswith("\n") else ""
-            out.append(visible(line[: len(line) - len(end)], keep="\t\r") + "\n")
+            body = line[: len(line) - len(end)]
+            crlf = "\r" if end and body.endswith("\r") else ""
+            out.append(visible(body[: len(body) - len(crlf)], keep="\t") + crlf + "\n")
             if not end:
                 out.append("\\ No newline at end of file\n")
-    return "".join(out)
+    return safe_lines("".join(out))

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
-
-from patchaudit.model.escape import safe
+from patchaudit.model.escape import json_text, safe
 
 
 def plan_json(plan) -> dict:
@@ -47,7 +45,7 @@ def plan_json(plan) -> dict:
 
 def render_plan(plan, fmt: str = "text") -> str:
     if fmt == "json":
-        return json.dumps(plan_json(plan), indent=2) + "\n"
+        return json_text(plan_json(plan)) + "\n"  # `##[` and controls as JSON escapes
     out: list[str] = []
     for s in plan.sets:
         members = _members(plan, s)
