@@ -1,0 +1,192 @@
+"""`patchaudit server`: the language server (pygls, over stdio).
+
+What it does with a document (a `file:` URI of a kind `check` reads: `.py`,
+`.patch`/`.diff`, and the build files it knows):
+
+- on `didOpen`, on `didChange` (debounced: the check starts `debounce` seconds after
+  the last change; `--debounce`, or the client's `initializationOptions.debounce`) and
+  on `didSave`: the buffer's text is checked (`project.Project.check`, the per-file job
+  of `check -`, with the project's configuration) and its diagnostics are published
+  with the document version they were computed on; a result for a version the editor
+  has already moved past is dropped (a newer check is due);
+- on `didSave` (and `workspace/didChangeWatchedFiles` for a Python file): the project's
+  whole-repository summaries follow the file on disk, then every open document of the
+  project is checked again (what it sees of the others may have changed);
+- `textDocument/codeAction`: the quick fixes of the findings in the range
+  (convert.py: the safe ones preferred, the unsafe ones titled so);
+- `textDocument/hover` on a finding's region: its rule's documentation.
+
+The checks run one at a time in one worker thread (the analysis keeps per-process
+state: the parse limit, the observed reads, the local rules), so the server keeps
+answering (hover, code actions, shutdown) while one runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from lsprotocol import types as lsp
+from pygls.lsp.server import LanguageServer
+
+from patchaudit import __version__
+from patchaudit.server import convert
+from patchaudit.server.project import Checked, Project, project_key
+
+#: seconds after the last change before a changed buffer is checked
+DEFAULT_DEBOUNCE = 0.3
+
+log = logging.getLogger("patchaudit.server")
+
+
+@dataclass
+class Shown:
+    """The diagnostics published for a document: the text and version they were computed
+    on, and the findings behind them (what code actions and hovers read)."""
+
+    version: int | None
+    text: str
+    path: str
+    checked: Checked
+    diagnostics: list[lsp.Diagnostic] = field(default_factory=list)
+
+
+class PatchauditServer(LanguageServer):
+    def __init__(self, debounce: float = DEFAULT_DEBOUNCE, config: str | None = None, no_cache: bool = False):
+        super().__init__("patchaudit", __version__, text_document_sync_kind=lsp.TextDocumentSyncKind.Incremental)
+        self.debounce = debounce
+        self.config = config
+        self.no_cache = no_cache
+        self.projects: dict[tuple[str, str | None], Project] = {}
+        self.shown: dict[str, Shown] = {}
+        self.pending: dict[str, asyncio.TimerHandle] = {}
+        self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="patchaudit-check")
+        self.shut_down = False  # a `shutdown` request came (the exit code is then 0)
+
+    # -- projects and checks (in the worker thread) --------------------------------------
+
+    def project_for(self, path: str) -> Project:
+        key = project_key(path, self.config)
+        project = self.projects.get(key)
+        if project is None:
+            project = self.projects[key] = Project(key[0], key[1], self.no_cache)
+            for warning in project.warnings:
+                self.window_log_message(lsp.LogMessageParams(lsp.MessageType.Warning, f"patchaudit: {warning}"))
+        return project
+
+    def _check(self, path: str, text: str) -> Checked:
+        # findings name the file as `check` run from the server's folder names it (so that
+        # per-file-ignores globs match alike); positions and URIs use its absolute path
+        return self.project_for(path).check(_run_name(path), text)
+
+    def _refresh(self, path: str) -> None:
+        self.project_for(path).refresh(_run_name(path))
+
+    # -- scheduling (in the event loop) --------------------------------------------------
+
+    def schedule(self, uri: str, delay: float) -> None:
+        """Check the document `delay` seconds from now (a check already due is replaced)."""
+        old = self.pending.pop(uri, None)
+        if old is not None:
+            old.cancel()
+        loop = asyncio.get_running_loop()
+        self.pending[uri] = loop.call_later(max(0.0, delay), lambda: loop.create_task(self.run_check(uri)))
+
+    async def run_check(self, uri: str) -> None:
+        self.pending.pop(uri, None)
+        doc = self.workspace.text_documents.get(uri)
+        path = convert.uri_path(uri)
+        if doc is None or path is None:
+            return
+        version, text = doc.version, doc.source
+        loop = asyncio.get_running_loop()
+        try:
+            checked = await loop.run_in_executor(self.worker, self._check, path, text)
+        except RuntimeError:  # the worker was shut down: the server is exiting
+            return
+        doc = self.workspace.text_documents.get(uri)
+        if doc is None or doc.version != version:  # closed, or changed since: a newer check is due
+            return
+        self.publish(uri, Shown(version, text, path, checked))
+
+    async def refresh(self, path: str) -> None:
+        """A file changed on disk: the summaries follow it, every open document of its
+        project is checked again."""
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(self.worker, self._refresh, path)
+        except RuntimeError:
+            return
+        key = project_key(path, self.config)
+        for uri in list(self.workspace.text_documents):
+            other = convert.uri_path(uri)
+            if other is not None and project_key(other, self.config) == key:
+                self.schedule(uri, 0)
+
+    def publish(self, uri: str, shown: Shown) -> None:
+        doc = self.workspace.text_documents.get(uri)
+        rules = shown.checked.rules
+        shown.diagnostics = [convert.diagnostic(f, doc, rules, self.open_document) for f in shown.checked.findings]
+        errors = [convert.error_diagnostic(e, doc) for e in shown.checked.errors]
+        self.shown[uri] = shown
+        self.text_document_publish_diagnostics(
+            lsp.PublishDiagnosticsParams(uri=uri, diagnostics=shown.diagnostics + errors, version=shown.version)
+        )
+
+    def open_document(self, path: str) -> Any:
+        return self.workspace.text_documents.get(convert.path_uri(path))
+
+    def current(self, uri: str) -> Shown | None:
+        """What is shown for the document, if it was computed on its current text."""
+        shown = self.shown.get(uri)
+        doc = self.workspace.text_documents.get(uri)
+        if shown is None or doc is None or doc.version != shown.version or doc.source != shown.text:
+            return None
+        return shown
+
+    def close(self) -> None:
+        for handle in self.pending.values():
+            handle.cancel()
+        self.pending.clear()
+        self.worker.shutdown(wait=True, cancel_futures=True)
+        for project in self.projects.values():
+            project.close()
+
+
+def _run_name(path: str) -> str:
+    cwd = os.getcwd()
+    return os.path.relpath(path, cwd) if path.startswith(cwd.rstrip(os.sep) + os.sep) else path
+
+
+def build_server(debounce: float = DEFAULT_DEBOUNCE, config: str | None = None, no_cache: bool = False):
+    """The server with its handlers (see the module docstring)."""
+    from patchaudit.server.features import register
+
+    server = PatchauditServer(debounce, config, no_cache)
+    register(server)
+    return server
+
+
+def serve(debounce: float = DEFAULT_DEBOUNCE, config: str | None = None, no_cache: bool = False) -> int:
+    """Run the server on stdin/stdout until the client says exit; the exit code (the
+    protocol's: 0 after a `shutdown` request, else 1).
+
+    The protocol gets its own copy of the standard output, and file descriptor 1 then
+    points at standard error: a stray print (of a library, of a rule) cannot corrupt the
+    stream of messages, and the process's own stdout stays open when the protocol's is
+    closed at exit."""
+    import sys
+
+    server = build_server(debounce, config, no_cache)
+    sys.stdout.flush()
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    try:
+        server.start_io(sys.stdin.buffer, out)
+    finally:
+        server.close()
+    return 0 if server.shut_down else 1

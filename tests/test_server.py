@@ -1,0 +1,256 @@
+"""`patchaudit server` with a real LSP client over stdio (pygls's `LanguageClient` starting
+`python -m patchaudit server` as a subprocess), in a tmp project with a pyproject.toml.
+
+One server process for the module; each test opens its own document.  Nothing here
+asserts a time: waits are bounded only so that a broken server fails instead of hanging.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from lsprotocol import types as lsp
+from pygls.lsp.client import LanguageClient
+
+from rules._pa102_examples import SEED_SHAPE
+
+#: bounds on waits (a broken server fails the test instead of hanging it)
+WAIT = 120.0
+#: the debounce the server is started with: long enough that two quick changes are one check
+DEBOUNCE = 1.0
+
+PA101_FUNC = """
+
+class Processor:
+    async def process(self, text, input_ids):
+        return await self.legacy_load_mm_data(prompt=text)
+"""
+
+PATCH_PA101 = """\
+--- a/python/sglang/srt/multimodal/processors/qwen_vl.py
++++ b/python/sglang/srt/multimodal/processors/qwen_vl.py
+@@ -1,3 +1,3 @@
+ async def process(self, text):
+-    base_output = await self.load_mm_data(prompt=text)
++    base_output = await self.legacy_load_mm_data(prompt=text)
+     return base_output
+"""
+
+
+class Session:
+    """The client, its event loop, and the diagnostics the server published (by URI)."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.loop = asyncio.new_event_loop()
+        self.client = LanguageClient("patchaudit-test", "0")
+        self.published: dict[str, list[lsp.PublishDiagnosticsParams]] = {}
+        self.changed = asyncio.Event()
+        self.versions: dict[str, int] = {}
+
+        @self.client.feature(lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
+        def on_diagnostics(params: lsp.PublishDiagnosticsParams) -> None:
+            self.published.setdefault(params.uri, []).append(params)
+            self.changed.set()
+
+        @self.client.feature(lsp.WINDOW_LOG_MESSAGE)
+        def on_log(params: lsp.LogMessageParams) -> None:
+            pass
+
+    def run(self, coro):
+        return self.loop.run_until_complete(asyncio.wait_for(coro, WAIT))
+
+    def start(self) -> None:
+        async def go():
+            await self.client.start_io(
+                sys.executable, "-m", "patchaudit", "server", "--debounce", str(DEBOUNCE), cwd=str(self.root)
+            )
+            return await self.client.initialize_async(
+                lsp.InitializeParams(
+                    capabilities=lsp.ClientCapabilities(),
+                    root_uri=self.root.as_uri(),
+                    workspace_folders=[lsp.WorkspaceFolder(uri=self.root.as_uri(), name="demo")],
+                )
+            )
+
+        self.capabilities = self.run(go()).capabilities
+        self.client.initialized(lsp.InitializedParams())
+
+    def open(self, path: Path, text: str, language: str = "python") -> str:
+        uri = path.as_uri()
+        self.versions[uri] = 1
+        self.client.text_document_did_open(
+            lsp.DidOpenTextDocumentParams(lsp.TextDocumentItem(uri=uri, language_id=language, version=1, text=text))
+        )
+        return uri
+
+    def change(self, uri: str, changes: list) -> int:
+        self.versions[uri] += 1
+        self.client.text_document_did_change(
+            lsp.DidChangeTextDocumentParams(
+                text_document=lsp.VersionedTextDocumentIdentifier(uri=uri, version=self.versions[uri]),
+                content_changes=changes,
+            )
+        )
+        return self.versions[uri]
+
+    def diagnostics(self, uri: str, version: int | None = None) -> list[lsp.Diagnostic]:
+        """The first diagnostics published for `uri` at `version` (the current one if None)."""
+        want = self.versions[uri] if version is None else version
+
+        async def wait():
+            while True:
+                for p in self.published.get(uri, []):
+                    if p.version == want:
+                        return p.diagnostics
+                self.changed.clear()
+                await self.changed.wait()
+
+        return self.run(wait())
+
+    def stop(self) -> int | None:
+        async def go():
+            await self.client.shutdown_async(None)
+            self.client.exit(None)
+            await self.client.stop()
+
+        self.run(go())
+        server = self.client._server
+        code = server.returncode if server is not None else None
+        self.loop.close()
+        return code
+
+
+@pytest.fixture(scope="module")
+def session(tmp_path_factory):
+    root = tmp_path_factory.mktemp("project")
+    (root / "pyproject.toml").write_text('[project]\nname = "demo"\n\n[tool.patchaudit]\n')
+    (root / "rollout.py").write_text(SEED_SHAPE + PA101_FUNC)
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    s = Session(root)
+    s.start()
+    yield s
+    if s.client._server is not None and s.client._server.returncode is None:
+        s.stop()
+
+
+def _by_code(diags: list[lsp.Diagnostic]) -> dict[str, lsp.Diagnostic]:
+    return {str(d.code): d for d in diags}
+
+
+def test_capabilities(session):
+    caps = session.capabilities
+    assert caps.code_action_provider
+    assert caps.hover_provider
+    assert caps.text_document_sync is not None
+
+
+def test_pa101_pa102_with_trace_then_quick_fix(session):
+    path = session.root / "rollout.py"
+    text = path.read_text()
+    uri = session.open(path, text)
+    got = _by_code(session.diagnostics(uri))
+    assert {"PA101", "PA102"} <= set(got), got
+    pa101, pa102 = got["PA101"], got["PA102"]
+    lines = text.splitlines()
+    assert "legacy_load_mm_data" in lines[pa101.range.start.line]
+    assert pa101.source == "patchaudit" and pa101.severity == lsp.DiagnosticSeverity.Error
+    assert pa102.code_description is not None and pa102.code_description.href.endswith("#pa102")
+    # the trace: each step's file and line, the first the processor call, the last the request
+    steps = pa102.related_information
+    assert steps and len(steps) >= 3
+    assert all(s.location.uri == uri for s in steps)
+    assert "processor(" in lines[steps[0].location.range.start.line]
+    assert steps[0].location.range.start.character == lines[steps[0].location.range.start.line].index("processor_output")
+    assert "input_ids" in lines[steps[-1].location.range.start.line]
+
+    # the quick fix of the PA101 (unsafe without an engine: it passes the `input_ids` in scope)
+    actions = session.run(
+        session.client.text_document_code_action_async(
+            lsp.CodeActionParams(
+                text_document=lsp.TextDocumentIdentifier(uri=uri),
+                range=pa101.range,
+                context=lsp.CodeActionContext(diagnostics=[pa101]),
+            )
+        )
+    )
+    fixes = [a for a in actions if isinstance(a, lsp.CodeAction) and a.diagnostics and a.diagnostics[0].code == "PA101"]
+    assert len(fixes) == 1, actions
+    fix = fixes[0]
+    assert fix.kind == lsp.CodeActionKind.QuickFix
+    assert "unsafe" in fix.title and not fix.is_preferred
+    edits = fix.edit.changes[uri]
+    assert len(edits) == 1 and "input_ids=input_ids" in edits[0].new_text
+
+    # applied by the editor: the change goes to the server, the PA101 goes, the PA102 stays
+    version = session.change(uri, [lsp.TextDocumentContentChangePartial(range=edits[0].range, text=edits[0].new_text)])
+    after = _by_code(session.diagnostics(uri, version))
+    assert "PA101" not in after and "PA102" in after
+
+
+def test_debounced_changes_are_one_check(session):
+    path = session.root / "second.py"
+    text = "class P:\n    async def f(self, text, input_ids):\n        return 1\n"
+    uri = session.open(path, text)
+    assert list(session.diagnostics(uri)) == []
+    # two changes in a row, well within the debounce: only the last version is checked
+    v2 = session.change(
+        uri,
+        [
+            lsp.TextDocumentContentChangePartial(
+                range=lsp.Range(lsp.Position(2, 15), lsp.Position(2, 16)),
+                text="await self.legacy_load_mm_data(prompt=text)",
+            )
+        ],
+    )
+    v3 = session.change(
+        uri, [lsp.TextDocumentContentChangePartial(range=lsp.Range(lsp.Position(3, 0), lsp.Position(3, 0)), text="# end\n")]
+    )
+    got = session.diagnostics(uri, v3)
+    assert [d.code for d in got] == ["PA101"]
+    assert got[0].range.start.line == 2
+    assert all(p.version != v2 for p in session.published[uri])
+
+
+def test_patch_buffer_and_hover(session):
+    path = session.root / "patches" / "qwen.patch"
+    path.parent.mkdir(exist_ok=True)
+    uri = session.open(path, PATCH_PA101, language="diff")  # an unsaved buffer: nothing on disk
+    got = _by_code(session.diagnostics(uri))
+    assert "PA101" in got, got
+    assert got["PA101"].range.start.line == 5  # the `+` line of the patch
+    hover = session.run(
+        session.client.text_document_hover_async(
+            lsp.HoverParams(text_document=lsp.TextDocumentIdentifier(uri=uri), position=got["PA101"].range.start)
+        )
+    )
+    assert hover is not None and hover.contents.kind == lsp.MarkupKind.Markdown
+    assert hover.contents.value.startswith("# PA101 ")
+    assert "Default severity: error" in hover.contents.value
+    nothing = session.run(
+        session.client.text_document_hover_async(
+            lsp.HoverParams(text_document=lsp.TextDocumentIdentifier(uri=uri), position=lsp.Position(0, 0))
+        )
+    )
+    assert nothing is None
+
+
+def test_syntax_error_is_a_diagnostic(session):
+    uri = session.open(session.root / "broken.py", "def f(:\n    legacy_load_mm_data(prompt=x)\n")
+    got = session.diagnostics(uri)
+    assert got and all(d.severity == lsp.DiagnosticSeverity.Error for d in got)
+
+
+def test_shutdown_and_exit(session):
+    assert session.stop() == 0
+
+
+def test_help():
+    out = subprocess.run(
+        [sys.executable, "-m", "patchaudit", "server", "--help"], capture_output=True, text=True, check=True
+    ).stdout
+    assert "--debounce" in out and "language server" in out
