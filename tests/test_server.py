@@ -41,6 +41,27 @@ PATCH_PA101 = """\
 """
 
 
+#: a module whose function returns the processor's ids (expanded) or the tokenizer's
+DATASET_EXPANDED = """\
+def row_ids(processor, row):
+    return processor(text=row["text"], images=row["images"])["input_ids"][0].tolist()
+"""
+DATASET_CLEAN = """\
+def row_ids(processor, row):
+    return processor.tokenizer.encode(row["text"])
+"""
+#: a module that sends what `row_ids` returns to the engine with the images
+SENDER = """\
+from rl.dataset import row_ids
+
+
+async def generate(url, processor, row):
+    ids = row_ids(processor, row)
+    payload = {"input_ids": ids, "image_data": row["images"]}
+    return await post(url, payload)
+"""
+
+
 class Session:
     """The client, its event loop, and the diagnostics the server published (by URI)."""
 
@@ -112,6 +133,19 @@ class Session:
 
         return self.run(wait())
 
+    def latest(self, uri: str, check) -> list[lsp.Diagnostic]:
+        """The diagnostics of `uri` once the latest published satisfy `check`."""
+
+        async def wait():
+            while True:
+                got = self.published.get(uri)
+                if got and check(got[-1].diagnostics):
+                    return got[-1].diagnostics
+                self.changed.clear()
+                await self.changed.wait()
+
+        return self.run(wait())
+
     def stop(self) -> int | None:
         async def go():
             await self.client.shutdown_async(None)
@@ -130,6 +164,10 @@ def session(tmp_path_factory):
     root = tmp_path_factory.mktemp("project")
     (root / "pyproject.toml").write_text('[project]\nname = "demo"\n\n[tool.patchaudit]\n')
     (root / "rollout.py").write_text(SEED_SHAPE + PA101_FUNC)
+    (root / "rl").mkdir()
+    (root / "rl" / "__init__.py").write_text("")
+    (root / "rl" / "dataset.py").write_text(DATASET_CLEAN)
+    (root / "rl" / "sender.py").write_text(SENDER)
     subprocess.run(["git", "init", "-q", str(root)], check=True)
     s = Session(root)
     s.start()
@@ -237,6 +275,31 @@ def test_patch_buffer_and_hover(session):
         )
     )
     assert nothing is None
+
+
+def test_summaries_follow_a_saved_module(session):
+    """sender.py never changes: its PA102 comes when dataset.py, saved, returns the
+    processor's ids (the warm summaries follow the one saved file), with the trace's first
+    step in dataset.py."""
+    sender = session.open(session.root / "rl" / "sender.py", SENDER)
+    assert list(session.diagnostics(sender)) == []
+    path = session.root / "rl" / "dataset.py"
+    dataset = session.open(path, DATASET_CLEAN)
+    session.diagnostics(dataset)
+    whole = lsp.Range(lsp.Position(0, 0), lsp.Position(len(DATASET_CLEAN.splitlines()), 0))
+    session.change(dataset, [lsp.TextDocumentContentChangePartial(range=whole, text=DATASET_EXPANDED)])
+    path.write_text(DATASET_EXPANDED)
+    session.client.text_document_did_save(lsp.DidSaveTextDocumentParams(lsp.TextDocumentIdentifier(uri=dataset)))
+    got = session.latest(sender, lambda d: any(x.code == "PA102" for x in d))
+    (pa102,) = [d for d in got if d.code == "PA102"]
+    assert pa102.range.start.line == 5
+    first = pa102.related_information[0].location
+    assert first.uri == dataset and first.range.start.line == 1
+    # saved back: the finding goes
+    session.change(dataset, [lsp.TextDocumentContentChangePartial(range=whole, text=DATASET_CLEAN)])
+    path.write_text(DATASET_CLEAN)
+    session.client.text_document_did_save(lsp.DidSaveTextDocumentParams(lsp.TextDocumentIdentifier(uri=dataset)))
+    session.latest(sender, lambda d: not any(x.code == "PA102" for x in d))
 
 
 def test_syntax_error_is_a_diagnostic(session):
