@@ -203,7 +203,9 @@ def test_pa101_pa102_with_trace_then_quick_fix(session):
     assert steps and len(steps) >= 3
     assert all(s.location.uri == uri for s in steps)
     assert "processor(" in lines[steps[0].location.range.start.line]
-    assert steps[0].location.range.start.character == lines[steps[0].location.range.start.line].index("processor_output")
+    assert steps[0].location.range.start.character == lines[steps[0].location.range.start.line].index(
+        "processor_output"
+    )
     assert "input_ids" in lines[steps[-1].location.range.start.line]
 
     # the quick fix of the PA101 (unsafe without an engine: it passes the `input_ids` in scope)
@@ -246,7 +248,8 @@ def test_debounced_changes_are_one_check(session):
         ],
     )
     v3 = session.change(
-        uri, [lsp.TextDocumentContentChangePartial(range=lsp.Range(lsp.Position(3, 0), lsp.Position(3, 0)), text="# end\n")]
+        uri,
+        [lsp.TextDocumentContentChangePartial(range=lsp.Range(lsp.Position(3, 0), lsp.Position(3, 0)), text="# end\n")],
     )
     got = session.diagnostics(uri, v3)
     assert [d.code for d in got] == ["PA101"]
@@ -306,6 +309,28 @@ def test_syntax_error_is_a_diagnostic(session):
     uri = session.open(session.root / "broken.py", "def f(:\n    legacy_load_mm_data(prompt=x)\n")
     got = session.diagnostics(uri)
     assert got and all(d.severity == lsp.DiagnosticSeverity.Error for d in got)
+
+
+def test_positions_in_utf16(session):
+    """A character outside the BMP before the finding: the client's columns count UTF-16 units."""
+    line = 'tag = "\U0001f600"; out = legacy_load_mm_data(prompt=text)\n'
+    uri = session.open(session.root / "emoji.py", line)
+    (d,) = [d for d in session.diagnostics(uri) if d.code == "PA101"]
+    start = line.index("legacy_load_mm_data")  # in code points (the finding's column is start + 1)
+    assert d.range.start.character == start + 1  # the emoji is 2 UTF-16 units
+    assert d.range.end.character == line.index("\n") + 1
+
+
+def test_bad_configuration_is_a_diagnostic_and_the_server_goes_on(session):
+    bad = session.root / "bad"
+    bad.mkdir()
+    (bad / "pyproject.toml").write_text('[tool.patchaudit]\nselect = "PA101"\n')
+    uri = session.open(bad / "x.py", "out = legacy_load_mm_data(prompt=text)\n")
+    (d,) = session.diagnostics(uri)
+    assert d.severity == lsp.DiagnosticSeverity.Error and "pyproject.toml" in d.message and "select" in d.message
+    # another project of the same server is still checked
+    other = session.open(session.root / "fine.py", "out = legacy_load_mm_data(prompt=text)\n")
+    assert [x.code for x in session.diagnostics(other)] == ["PA101"]
 
 
 def test_shutdown_and_exit(session):
