@@ -8,6 +8,8 @@ asserts a time: waits are bounded only so that a broken server fails instead of 
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -342,3 +344,41 @@ def test_help():
         [sys.executable, "-m", "patchaudit", "server", "--help"], capture_output=True, text=True, check=True
     ).stdout
     assert "--debounce" in out and "language server" in out
+
+
+def _blocks(text: str, lang: str) -> list[str]:
+    return re.findall(rf"```{lang}\n(.*?)```", text, flags=re.S)
+
+
+def test_editors_doc_snippets():
+    """docs/editors.md: every snippet parses in its language's reader where Python has
+    one, starts `patchaudit server`, and passes the one initialization option the
+    server reads (`debounce`); its shell commands run as pasted (`patchaudit ...`)."""
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        tomllib = pytest.importorskip("tomli")
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "editors.md").read_text()
+    (vscode,) = _blocks(doc, "json")
+    settings = json.loads(vscode)
+    assert settings["glspc.server.command"] == "patchaudit"
+    assert settings["glspc.server.commandArguments"] == ["server"]
+    assert set(settings["glspc.server.languageId"]) == {"python", "diff"}
+    assert set(settings["glspc.server.initializationOptions"]) == {"debounce"}
+    (helix,) = _blocks(doc, "toml")
+    hx = tomllib.loads(helix)
+    assert hx["language-server"]["patchaudit"] == {
+        "command": "patchaudit",
+        "args": ["server"],
+        "config": {"debounce": 0.3},
+    }
+    assert {lang["name"] for lang in hx["language"]} == {"python", "diff"}
+    (lua,) = _blocks(doc, "lua")
+    assert 'cmd = { "patchaudit", "server" }' in lua and "init_options = { debounce = 0.3 }" in lua
+    for elisp in _blocks(doc, "elisp"):
+        assert elisp.count("(") == elisp.count(")") and '("patchaudit" "server"' in elisp
+    for block in _blocks(doc, "sh"):
+        for command in block.strip().splitlines():
+            if command.startswith("patchaudit "):
+                argv = [sys.executable, "-m", "patchaudit", *command.split()[1:]]
+                subprocess.run(argv, capture_output=True, check=True)
