@@ -335,6 +335,15 @@ def test_bad_configuration_is_a_diagnostic_and_the_server_goes_on(session):
     assert [x.code for x in session.diagnostics(other)] == ["PA101"]
 
 
+def test_buffer_over_max_file_size_is_refused(session):
+    small = session.root / "small"
+    small.mkdir()
+    (small / "pyproject.toml").write_text("[tool.patchaudit]\nmax-file-size = 64\n")
+    uri = session.open(small / "big.py", "out = legacy_load_mm_data(prompt=text)\n" * 4)
+    (d,) = session.diagnostics(uri)
+    assert d.severity == lsp.DiagnosticSeverity.Error and "max-file-size" in d.message
+
+
 def test_shutdown_and_exit(session):
     assert session.stop() == 0
 

@@ -111,11 +111,14 @@ def diagnostic(f: Finding, doc: Any, rules: dict[str, Any], docs_of: Any = None)
     )
 
 
-def error_diagnostic(e: FileError, doc: Any) -> lsp.Diagnostic:
-    """A file error as an error diagnostic at its line (the first line when it has none)."""
+def error_diagnostic(e: FileError, doc: Any, path: str) -> lsp.Diagnostic:
+    """A file error as an error diagnostic: at its line when it is about the file `path`
+    itself, else (the configuration, an engine file) at the first line, naming its file."""
+    own = os.path.abspath(e.path) == os.path.abspath(path)
+    where = "" if own else (f"{e.path}:{e.line}: " if e.line else f"{e.path}: ")
     return lsp.Diagnostic(
-        range=_line_range(doc, e.line or 1),
-        message=e.message,
+        range=_line_range(doc, (e.line or 1) if own else 1),
+        message=where + e.message,
         severity=lsp.DiagnosticSeverity.Error,
         code="E",
         source=SOURCE,

@@ -34,6 +34,7 @@ from lsprotocol import types as lsp
 from pygls.lsp.server import LanguageServer
 
 from patchaudit import __version__
+from patchaudit.model.findings import FileError
 from patchaudit.server import convert
 from patchaudit.server.project import Checked, Project, project_key
 
@@ -81,10 +82,17 @@ class PatchauditServer(LanguageServer):
     def _check(self, path: str, text: str) -> Checked:
         # findings name the file as `check` run from the server's folder names it (so that
         # per-file-ignores globs match alike); positions and URIs use its absolute path
-        return self.project_for(path).check(_run_name(path), text)
+        try:
+            return self.project_for(path).check(_run_name(path), text)
+        except Exception as exc:  # a bug must cost this check, never the server
+            log.exception("checking %s", path)
+            return Checked(errors=[FileError(path, f"internal error: {exc!r}")])
 
     def _refresh(self, path: str) -> None:
-        self.project_for(path).refresh(_run_name(path))
+        try:
+            self.project_for(path).refresh(_run_name(path))
+        except Exception:  # the summaries stay as they were; the checks go on
+            log.exception("refreshing the summaries after %s changed", path)
 
     # -- scheduling (in the event loop) --------------------------------------------------
 
@@ -131,7 +139,7 @@ class PatchauditServer(LanguageServer):
         doc = self.workspace.text_documents.get(uri)
         rules = shown.checked.rules
         shown.diagnostics = [convert.diagnostic(f, doc, rules, self.open_document) for f in shown.checked.findings]
-        errors = [convert.error_diagnostic(e, doc) for e in shown.checked.errors]
+        errors = [convert.error_diagnostic(e, doc, shown.path) for e in shown.checked.errors]
         self.shown[uri] = shown
         self.text_document_publish_diagnostics(
             lsp.PublishDiagnosticsParams(uri=uri, diagnostics=shown.diagnostics + errors, version=shown.version)

@@ -180,6 +180,10 @@ class Project:
             if not self._repo_ready and classify(path) == PYTHON:
                 self._prepare(path)
             data = text.encode("utf-8", "surrogateescape")
+            limit = self.settings.max_file_size
+            if len(data) > limit:  # as the guarded reader refuses a file, or standard input, over it
+                message = f"file is {len(data)} bytes, over the limit of {limit} (max-file-size)"
+                return Checked(errors=[FileError(path, message)])
             try:
                 result = check_bytes(data, path, self.settings, self.rules, self.engines, self.tokenizer)
             except RunError as exc:
