@@ -80,6 +80,13 @@ class Session:
             self.published.setdefault(params.uri, []).append(params)
             self.changed.set()
 
+        self.registrations: list[lsp.Registration] = []
+
+        @self.client.feature(lsp.CLIENT_REGISTER_CAPABILITY)
+        def on_register(params: lsp.RegistrationParams) -> None:
+            self.registrations.extend(params.registrations)
+            self.changed.set()
+
         @self.client.feature(lsp.WINDOW_LOG_MESSAGE)
         def on_log(params: lsp.LogMessageParams) -> None:
             pass
@@ -94,7 +101,13 @@ class Session:
             )
             return await self.client.initialize_async(
                 lsp.InitializeParams(
-                    capabilities=lsp.ClientCapabilities(),
+                    capabilities=lsp.ClientCapabilities(
+                        workspace=lsp.WorkspaceClientCapabilities(
+                            did_change_watched_files=lsp.DidChangeWatchedFilesClientCapabilities(
+                                dynamic_registration=True
+                            )
+                        )
+                    ),
                     root_uri=self.root.as_uri(),
                     workspace_folders=[lsp.WorkspaceFolder(uri=self.root.as_uri(), name="demo")],
                 )
@@ -187,6 +200,16 @@ def test_capabilities(session):
     assert caps.code_action_provider
     assert caps.hover_provider
     assert caps.text_document_sync is not None
+
+    async def registered():  # the server asks to be told of Python files changed on disk
+        while not session.registrations:
+            session.changed.clear()
+            await session.changed.wait()
+        return session.registrations
+
+    (reg,) = session.run(registered())
+    assert reg.method == lsp.WORKSPACE_DID_CHANGE_WATCHED_FILES
+    assert [w["globPattern"] for w in reg.register_options["watchers"]] == ["**/*.py"]  # LSPAny: JSON
 
 
 def test_pa101_pa102_with_trace_then_quick_fix(session):
@@ -300,10 +323,12 @@ def test_summaries_follow_a_saved_module(session):
     assert pa102.range.start.line == 5
     first = pa102.related_information[0].location
     assert first.uri == dataset and first.range.start.line == 1
-    # saved back: the finding goes
-    session.change(dataset, [lsp.TextDocumentContentChangePartial(range=whole, text=DATASET_CLEAN)])
+    # changed back on disk by another tool (the editor's buffer is closed): the finding goes
+    session.client.text_document_did_close(lsp.DidCloseTextDocumentParams(lsp.TextDocumentIdentifier(uri=dataset)))
     path.write_text(DATASET_CLEAN)
-    session.client.text_document_did_save(lsp.DidSaveTextDocumentParams(lsp.TextDocumentIdentifier(uri=dataset)))
+    session.client.workspace_did_change_watched_files(
+        lsp.DidChangeWatchedFilesParams(changes=[lsp.FileEvent(uri=dataset, type=lsp.FileChangeType.Changed)])
+    )
     session.latest(sender, lambda d: not any(x.code == "PA102" for x in d))
 
 

@@ -7,6 +7,7 @@ from typing import Any
 from lsprotocol import types as lsp
 
 from patchaudit.server import convert
+from patchaudit.server.project import project_key
 
 
 def register(server: Any) -> None:
@@ -18,6 +19,23 @@ def register(server: Any) -> None:
         value = options.get("debounce") if isinstance(options, dict) else None
         if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 60:
             server.debounce = float(value)
+
+    @server.feature(lsp.INITIALIZED)
+    async def initialized(params: lsp.InitializedParams) -> None:
+        # a Python file changed on disk (a checkout, another tool) moves the summaries too:
+        # asked of a client that can watch files for the server
+        caps = server.client_capabilities.workspace
+        watch = caps.did_change_watched_files if caps is not None else None
+        if watch is None or not watch.dynamic_registration:
+            return
+        options = lsp.DidChangeWatchedFilesRegistrationOptions(watchers=[lsp.FileSystemWatcher(glob_pattern="**/*.py")])
+        registration = lsp.Registration(
+            id="patchaudit-python-files", method=lsp.WORKSPACE_DID_CHANGE_WATCHED_FILES, register_options=options
+        )
+        try:
+            await server.client_register_capability_async(lsp.RegistrationParams(registrations=[registration]))
+        except Exception:  # a client that refuses: the summaries follow the saved files only
+            return
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
     async def did_open(params: lsp.DidOpenTextDocumentParams) -> None:
@@ -41,9 +59,14 @@ def register(server: Any) -> None:
 
     @server.feature(lsp.WORKSPACE_DID_CHANGE_WATCHED_FILES)
     async def did_change_files(params: lsp.DidChangeWatchedFilesParams) -> None:
+        done = set()  # one refresh per project, however many of its files changed
         for change in params.changes:
             path = convert.uri_path(change.uri)
-            if path is not None and path.endswith(".py"):
+            if path is None or not path.endswith(".py"):
+                continue
+            key = project_key(path, server.config)
+            if key not in done:
+                done.add(key)
                 await server.refresh(path)
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)

@@ -149,9 +149,9 @@ class Project:
         cache_on = settings.cache
         settings.cache = True
         try:
-            prepare_repo(
-                [path], [SourceFile(path, PYTHON)], settings, self._metas, self._cache_root, scan_jobs(settings), errors
-            )
+            # (a file deleted from the project: its root is still found from its path)
+            files = [SourceFile(path, PYTHON)] if os.path.isfile(path) else []
+            prepare_repo([path], files, settings, self._metas, self._cache_root, scan_jobs(settings), errors)
         finally:
             settings.cache = cache_on
             forget_kept()  # the modules parsed for the scan's hand-over: the server has no scan
