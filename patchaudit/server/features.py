@@ -22,20 +22,7 @@ def register(server: Any) -> None:
 
     @server.feature(lsp.INITIALIZED)
     async def initialized(params: lsp.InitializedParams) -> None:
-        # a Python file changed on disk (a checkout, another tool) moves the summaries too:
-        # asked of a client that can watch files for the server
-        caps = server.client_capabilities.workspace
-        watch = caps.did_change_watched_files if caps is not None else None
-        if watch is None or not watch.dynamic_registration:
-            return
-        options = lsp.DidChangeWatchedFilesRegistrationOptions(watchers=[lsp.FileSystemWatcher(glob_pattern="**/*.py")])
-        registration = lsp.Registration(
-            id="patchaudit-python-files", method=lsp.WORKSPACE_DID_CHANGE_WATCHED_FILES, register_options=options
-        )
-        try:
-            await server.client_register_capability_async(lsp.RegistrationParams(registrations=[registration]))
-        except Exception:  # a client that refuses: the summaries follow the saved files only
-            return
+        await watch_python_files(server)
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
     async def did_open(params: lsp.DidOpenTextDocumentParams) -> None:
@@ -92,6 +79,23 @@ def register(server: Any) -> None:
     def shutdown(params: Any) -> None:
         server.shut_down = True
         server.close()
+
+
+async def watch_python_files(server: Any) -> None:
+    """A Python file changed on disk (a checkout, another tool) moves the summaries too:
+    asked of a client that can watch files for the server."""
+    caps = server.client_capabilities.workspace
+    watch = caps.did_change_watched_files if caps is not None else None
+    if watch is None or not watch.dynamic_registration:
+        return
+    options = lsp.DidChangeWatchedFilesRegistrationOptions(watchers=[lsp.FileSystemWatcher(glob_pattern="**/*.py")])
+    registration = lsp.Registration(
+        id="patchaudit-python-files", method=lsp.WORKSPACE_DID_CHANGE_WATCHED_FILES, register_options=options
+    )
+    try:
+        await server.client_register_capability_async(lsp.RegistrationParams(registrations=[registration]))
+    except Exception:  # a client that refuses: the summaries follow the saved files only
+        return
 
 
 def code_actions(server: Any, params: lsp.CodeActionParams) -> list[lsp.CodeAction]:
