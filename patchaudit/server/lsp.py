@@ -53,6 +53,8 @@ class Shown:
     text: str
     path: str
     checked: Checked
+    #: the project's summaries' generation the check saw (`Project.generation`)
+    generation: int = 0
     diagnostics: list[lsp.Diagnostic] = field(default_factory=list)
 
 
@@ -111,6 +113,14 @@ class PatchauditServer(LanguageServer):
         if doc is None or path is None:
             return
         version, text = doc.version, doc.source
+        key = project_key(path, self.config)
+        project = self.projects.get(key)
+        generation = project.generation if project is not None else 0
+        old = self.shown.get(uri)
+        if old is not None and old.text == text and old.generation == generation and project is not None:
+            # the same text under the same summaries (saved after its check, an undo): the same findings
+            self.publish(uri, Shown(version, text, path, old.checked, generation))
+            return
         loop = asyncio.get_running_loop()
         try:
             checked = await loop.run_in_executor(self.worker, self._check, path, text)
@@ -119,17 +129,22 @@ class PatchauditServer(LanguageServer):
         doc = self.workspace.text_documents.get(uri)
         if doc is None or doc.version != version:  # closed, or changed since: a newer check is due
             return
-        self.publish(uri, Shown(version, text, path, checked))
+        project = self.projects.get(key)
+        self.publish(uri, Shown(version, text, path, checked, project.generation if project is not None else 0))
 
     async def refresh(self, path: str) -> None:
         """A file changed on disk: the summaries follow it, every open document of its
         project is checked again."""
         loop = asyncio.get_running_loop()
+        key = project_key(path, self.config)
+        project = self.projects.get(key)
+        before = project.generation if project is not None else None
         try:
             await loop.run_in_executor(self.worker, self._refresh, path)
         except RuntimeError:
             return
-        key = project_key(path, self.config)
+        if project is None or project.generation == before:  # the summaries did not change
+            return
         for uri in list(self.workspace.text_documents):
             other = convert.uri_path(uri)
             if other is not None and project_key(other, self.config) == key:

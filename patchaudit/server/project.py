@@ -73,6 +73,8 @@ class Project:
         self._cache_root: Any = None
         self._own_cache: str | None = None
         self._repo_ready = False
+        #: bumped when the summaries change: the open documents' findings may then change
+        self.generation = 0
         self._repo_errors: list[FileError] = []
         self._load()
 
@@ -165,7 +167,21 @@ class Project:
             return
         with self.lock:
             self._activate()
+            before = self._summaries_digest()
             self._prepare(path)
+            if self._summaries_digest() != before:
+                self.generation += 1
+
+    def _summaries_digest(self) -> bytes:
+        """What the summaries say, traces included (a step's line moves with its module)."""
+        import hashlib
+
+        h = hashlib.blake2b(digest_size=16)
+        for code, view in sorted((getattr(self.settings, "repo", None) or {}).items()):
+            h.update(code.encode())
+            for path in sorted(view.summaries):
+                h.update(repr((path, view.summaries[path])).encode("utf-8", "surrogateescape"))
+        return h.digest()
 
     def check(self, path: str, text: str) -> Checked:
         """The findings of the buffer `text` of the file `path` (absolute), as `check` reports them."""
