@@ -416,3 +416,20 @@ def test_editors_doc_snippets():
             if command.startswith("patchaudit "):
                 argv = [sys.executable, "-m", "patchaudit", *command.split()[1:]]
                 subprocess.run(argv, capture_output=True, check=True)
+
+
+def test_server_exits_when_the_client_goes(tmp_path):
+    """The client's end of the pipe closes without `shutdown`/`exit`: the server ends,
+    with the protocol's exit code 1, and leaves nothing behind."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "patchaudit", "server", "--no-cache"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+    )
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"capabilities": {}}}).encode()
+    out, err = proc.communicate(b"Content-Length: %d\r\n\r\n" % len(body) + body, timeout=WAIT)
+    assert proc.returncode == 1, err
+    assert b'"capabilities"' in out  # it answered before the pipe closed
+    assert list(tmp_path.iterdir()) == []

@@ -29,8 +29,6 @@ def server(config: str | None, debounce: float, no_cache: bool) -> None:
     Diagnostics for Python files, patches and the build files `check` reads, as `check`
     reports them, on open, change and save; quick fixes from the rules' fixes; a rule's
     documentation on hover."""
-    import sys
+    from patchaudit.server.lsp import leave, serve
 
-    from patchaudit.server.lsp import serve
-
-    sys.exit(serve(debounce=debounce, config=config, no_cache=no_cache))
+    leave(serve(debounce=debounce, config=config, no_cache=no_cache))

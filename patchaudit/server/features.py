@@ -78,7 +78,7 @@ def register(server: Any) -> None:
     @server.feature(lsp.SHUTDOWN)
     def shutdown(params: Any) -> None:
         server.shut_down = True
-        server.close()
+        server.close(wait=0)  # exit comes next: `serve` gives a running check its time then
 
 
 async def watch_python_files(server: Any) -> None:

@@ -26,7 +26,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from concurrent.futures import ThreadPoolExecutor
+from asyncio import CancelledError
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +42,8 @@ from patchaudit.server.project import Checked, Project, project_key
 
 #: seconds after the last change before a changed buffer is checked
 DEFAULT_DEBOUNCE = 0.3
+#: seconds a check still running at exit is waited for
+EXIT_WAIT = 2.0
 
 log = logging.getLogger("patchaudit.server")
 
@@ -69,6 +73,7 @@ class PatchauditServer(LanguageServer):
         self.pending: dict[str, asyncio.TimerHandle] = {}
         self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="patchaudit-check")
         self.shut_down = False  # a `shutdown` request came (the exit code is then 0)
+        self.running: Future | None = None  # the worker's latest job
 
     # -- projects and checks (in the worker thread) --------------------------------------
 
@@ -121,10 +126,9 @@ class PatchauditServer(LanguageServer):
             # the same text under the same summaries (saved after its check, an undo): the same findings
             self.publish(uri, Shown(version, text, path, old.checked, generation))
             return
-        loop = asyncio.get_running_loop()
         try:
-            checked = await loop.run_in_executor(self.worker, self._check, path, text)
-        except RuntimeError:  # the worker was shut down: the server is exiting
+            checked = await self.in_worker(self._check, path, text)
+        except (RuntimeError, CancelledError):  # the worker was shut down: the server is exiting
             return
         doc = self.workspace.text_documents.get(uri)
         if doc is None or doc.version != version:  # closed, or changed since: a newer check is due
@@ -135,13 +139,12 @@ class PatchauditServer(LanguageServer):
     async def refresh(self, path: str) -> None:
         """A file changed on disk: the summaries follow it, every open document of its
         project is checked again."""
-        loop = asyncio.get_running_loop()
         key = project_key(path, self.config)
         project = self.projects.get(key)
         before = project.generation if project is not None else None
         try:
-            await loop.run_in_executor(self.worker, self._refresh, path)
-        except RuntimeError:
+            await self.in_worker(self._refresh, path)
+        except (RuntimeError, CancelledError):
             return
         if project is None or project.generation == before:  # the summaries did not change
             return
@@ -171,12 +174,23 @@ class PatchauditServer(LanguageServer):
             return None
         return shown
 
-    def close(self) -> None:
+    async def in_worker(self, fn, *args):
+        """`fn(*args)` in the worker thread (checks run one at a time)."""
+        future = self.worker.submit(fn, *args)
+        self.running = future
+        return await asyncio.wrap_future(future)
+
+    def close(self, wait: float = EXIT_WAIT) -> None:
+        """Stop: the checks not started are dropped, the one running is given `wait`
+        seconds to end (a cold pre-pass of a large repository may take longer: the process
+        then exits without it: `leave`), the server's own cache folders are removed."""
         for handle in self.pending.values():
             handle.cancel()
         self.pending.clear()
-        self.worker.shutdown(wait=True, cancel_futures=True)
-        for project in self.projects.values():
+        self.worker.shutdown(wait=False, cancel_futures=True)
+        if self.running is not None:
+            futures_wait([self.running], timeout=wait)
+        for project in self.projects.values():  # (a check still running is abandoned: its writes may fail)
             project.close()
 
 
@@ -213,3 +227,16 @@ def serve(debounce: float = DEFAULT_DEBOUNCE, config: str | None = None, no_cach
     finally:
         server.close()
     return 0 if server.shut_down else 1
+
+
+def leave(code: int) -> None:
+    """End the process now: a check still running in the worker thread (the pre-pass of a
+    large repository) is not waited for; the streams are flushed first."""
+    import sys
+
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
