@@ -64,6 +64,17 @@ async def generate(url, processor, row):
 """
 
 
+#: a second file section after the PA101's: the fix (the rename reverted) keeps it alone
+PATCH_OTHER = """\
+--- a/python/other.py
++++ b/python/other.py
+@@ -1,2 +1,2 @@
+ x = 1
+-y = 2
++y = 3
+"""
+
+
 class Session:
     """The client, its event loop, and the diagnostics the server published (by URI)."""
 
@@ -330,6 +341,45 @@ def test_summaries_follow_a_saved_module(session):
         lsp.DidChangeWatchedFilesParams(changes=[lsp.FileEvent(uri=dataset, type=lsp.FileChangeType.Changed)])
     )
     session.latest(sender, lambda d: not any(x.code == "PA102" for x in d))
+
+
+def test_patch_quick_fix_is_what_fix_writes(session, tmp_path):
+    """The quick fix of a patch's PA101 (its hunk reverted, the hunk headers recounted)
+    gives the text `patchaudit check --fix` writes for the same file."""
+    text = PATCH_PA101 + PATCH_OTHER
+    path = session.root / "patches" / "two.patch"
+    path.parent.mkdir(exist_ok=True)
+    uri = session.open(path, text, language="diff")
+    (pa101,) = [d for d in session.diagnostics(uri) if d.code == "PA101"]
+    actions = session.run(
+        session.client.text_document_code_action_async(
+            lsp.CodeActionParams(
+                text_document=lsp.TextDocumentIdentifier(uri=uri),
+                range=pa101.range,
+                context=lsp.CodeActionContext(diagnostics=[pa101], only=[lsp.CodeActionKind.QuickFix]),
+            )
+        )
+    )
+    (fix,) = actions
+    assert fix.is_preferred and "unsafe" not in fix.title
+    (edit,) = fix.edit.changes[uri]
+    lines = text.splitlines(keepends=True)
+    start, end = edit.range.start, edit.range.end
+    assert start.character == 0 and end.character == 0
+    fixed = "".join(lines[: start.line]) + edit.new_text + "".join(lines[end.line :])
+    # the oracle: the command line's --fix on a copy of the file
+    copy = tmp_path / "patches" / "two.patch"
+    copy.parent.mkdir()
+    copy.write_text(text)
+    (tmp_path / "pyproject.toml").write_text("[tool.patchaudit]\n")
+    subprocess.run(
+        [sys.executable, "-m", "patchaudit", "check", "--fix", "--no-cache", "patches/two.patch"],
+        cwd=tmp_path,
+        capture_output=True,
+    )
+    assert fixed == copy.read_text() == PATCH_OTHER
+    version = session.change(uri, [lsp.TextDocumentContentChangePartial(range=edit.range, text=edit.new_text)])
+    assert not [d for d in session.diagnostics(uri, version) if d.code == "PA101"]
 
 
 def test_syntax_error_is_a_diagnostic(session):
