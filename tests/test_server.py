@@ -419,6 +419,19 @@ def test_buffer_over_max_file_size_is_refused(session):
     assert d.severity == lsp.DiagnosticSeverity.Error and "max-file-size" in d.message
 
 
+def test_per_file_ignores_from_the_projects_folder(session):
+    """A project below the server's folder: its per-file-ignores globs match the file's path
+    from the project's folder, as `check` run there matches them; `# noqa` works too."""
+    sub = session.root / "nested"
+    (sub / "tests").mkdir(parents=True)
+    (sub / "pyproject.toml").write_text('[tool.patchaudit]\nper-file-ignores = { "tests/*" = ["PA101"] }\n')
+    code = "out = legacy_load_mm_data(prompt=text)\n"
+    ignored = session.open(sub / "tests" / "t.py", code)
+    assert list(session.diagnostics(ignored)) == []
+    kept = session.open(sub / "a.py", code + "out = legacy_load_mm_data(prompt=text)  # noqa: PA101\n")
+    assert [(d.code, d.range.start.line) for d in session.diagnostics(kept)] == [("PA101", 0)]
+
+
 def test_shutdown_and_exit(session):
     assert session.stop() == 0
 

@@ -87,17 +87,17 @@ class PatchauditServer(LanguageServer):
         return project
 
     def _check(self, path: str, text: str) -> Checked:
-        # findings name the file as `check` run from the server's folder names it (so that
-        # per-file-ignores globs match alike); positions and URIs use its absolute path
+        # the project names the file as `check` run in its folder would; the findings come
+        # back with absolute paths (the URIs)
         try:
-            return self.project_for(path).check(_run_name(path), text)
+            return self.project_for(path).check(path, text)
         except Exception as exc:  # a bug must cost this check, never the server
             log.exception("checking %s", path)
             return Checked(errors=[FileError(path, f"internal error: {exc!r}")])
 
     def _refresh(self, path: str) -> None:
         try:
-            self.project_for(path).refresh(_run_name(path))
+            self.project_for(path).refresh(path)
         except Exception:  # the summaries stay as they were; the checks go on
             log.exception("refreshing the summaries after %s changed", path)
 
@@ -192,11 +192,6 @@ class PatchauditServer(LanguageServer):
             futures_wait([self.running], timeout=wait)
         for project in self.projects.values():  # (a check still running is abandoned: its writes may fail)
             project.close()
-
-
-def _run_name(path: str) -> str:
-    cwd = os.getcwd()
-    return os.path.relpath(path, cwd) if path.startswith(cwd.rstrip(os.sep) + os.sep) else path
 
 
 def build_server(debounce: float = DEFAULT_DEBOUNCE, config: str | None = None, no_cache: bool = False):

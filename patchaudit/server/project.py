@@ -23,12 +23,14 @@ folder of its own, removed when it exits, so nothing is written into the project
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import os
 import shutil
 import tempfile
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 from patchaudit.model.findings import FileError, Finding
 
@@ -161,14 +163,15 @@ class Project:
         self._repo_ready = True
 
     def refresh(self, path: str) -> None:
-        """A file of the project changed on disk: the summaries follow (its module, and the
-        modules whose view of it changed, are summarised again; the rest comes from the cache)."""
+        """A file of the project (absolute `path`) changed on disk: the summaries follow (its
+        module, and the modules whose view of it changed, are summarised again; the rest
+        comes from the cache)."""
         if self.settings is None or not self._repo_ready:
             return
-        with self.lock:
+        with self.lock, in_folder(self.root):
             self._activate()
             before = self._summaries_digest()
-            self._prepare(path)
+            self._prepare(self.name(path))
             if self._summaries_digest() != before:
                 self.generation += 1
 
@@ -183,26 +186,65 @@ class Project:
                 h.update(repr((path, view.summaries[path])).encode("utf-8", "surrogateescape"))
         return h.digest()
 
+    def name(self, path: str) -> str:
+        """The file as `check` run in the project's folder names it (so that per-file-ignores
+        globs match alike): relative to the folder when inside it."""
+        top = self.root.rstrip(os.sep) + os.sep
+        return os.path.relpath(path, self.root) if path.startswith(top) else path
+
     def check(self, path: str, text: str) -> Checked:
-        """The findings of the buffer `text` of the file `path` (absolute), as `check` reports them."""
+        """The findings of the buffer `text` of the file `path` (absolute), as `check` run in
+        the project's folder reports them; their paths (and their trace's) made absolute."""
+        if self.problem is not None:
+            return Checked(errors=[self.problem])
+        with self.lock, in_folder(self.root):
+            got = self._check(self.name(path), text)
+            return Checked([_absolute(f) for f in got.findings], [_absolute_error(e) for e in got.errors], got.rules)
+
+    def _check(self, path: str, text: str) -> Checked:
         from patchaudit.inputs.discover import PYTHON, classify
         from patchaudit.pipeline.results import RunError
         from patchaudit.pipeline.stdin import check_bytes
 
-        if self.problem is not None:
-            return Checked(errors=[self.problem])
-        with self.lock:
-            self._activate()
-            if not self._repo_ready and classify(path) == PYTHON:
-                self._prepare(path)
-            data = text.encode("utf-8", "surrogateescape")
-            limit = self.settings.max_file_size
-            if len(data) > limit:  # as the guarded reader refuses a file, or standard input, over it
-                message = f"file is {len(data)} bytes, over the limit of {limit} (max-file-size)"
-                return Checked(errors=[FileError(path, message)])
-            try:
-                result = check_bytes(data, path, self.settings, self.rules, self.engines, self.tokenizer)
-            except RunError as exc:
-                return Checked(errors=[FileError(path, str(exc))])
-            errors = list(result.errors) + [e for e in self._repo_errors if e.path == path]
-            return Checked(result.findings, errors, {r.code: r for r in self.rules})
+        self._activate()
+        if not self._repo_ready and classify(path) == PYTHON:
+            self._prepare(path)
+        data = text.encode("utf-8", "surrogateescape")
+        limit = self.settings.max_file_size
+        if len(data) > limit:  # as the guarded reader refuses a file, or standard input, over it
+            message = f"file is {len(data)} bytes, over the limit of {limit} (max-file-size)"
+            return Checked(errors=[FileError(path, message)])
+        try:
+            result = check_bytes(data, path, self.settings, self.rules, self.engines, self.tokenizer)
+        except RunError as exc:
+            return Checked(errors=[FileError(path, str(exc))])
+        here = os.path.abspath(path)
+        errors = list(result.errors) + [e for e in self._repo_errors if os.path.abspath(e.path) == here]
+        return Checked(result.findings, errors, {r.code: r for r in self.rules})
+
+
+@contextlib.contextmanager
+def in_folder(folder: str) -> Iterator[None]:
+    """The current folder is `folder` for the block (a project's relative paths, its
+    default cache folder, are what they are for `check` run there).  Only the server's
+    one worker thread runs a project's work, and nothing else reads the current folder."""
+    before = os.getcwd()
+    try:
+        os.chdir(folder)
+    except OSError:  # gone since it was found: the paths are absolute, the run goes on here
+        yield
+        return
+    try:
+        yield
+    finally:
+        os.chdir(before)
+
+
+def _absolute(f: Finding) -> Finding:
+    f.path = os.path.abspath(f.path)
+    f.trace = [dataclasses.replace(s, path=os.path.abspath(s.path)) for s in f.trace]
+    return f
+
+
+def _absolute_error(e: FileError) -> FileError:
+    return dataclasses.replace(e, path=os.path.abspath(e.path))
