@@ -432,6 +432,12 @@ def test_per_file_ignores_from_the_projects_folder(session):
     assert [(d.code, d.range.start.line) for d in session.diagnostics(kept)] == [("PA101", 0)]
 
 
+def test_lone_surrogate_is_an_error_at_its_line(session):
+    uri = session.open(session.root / "surrogate.py", "x = 1\ny = '\ud800'\n")
+    (d,) = session.diagnostics(uri)
+    assert d.severity == lsp.DiagnosticSeverity.Error and "not UTF-8" in d.message and d.range.start.line == 1
+
+
 def test_shutdown_and_exit(session):
     assert session.stop() == 0
 
@@ -496,3 +502,31 @@ def test_server_exits_when_the_client_goes(tmp_path):
     assert proc.returncode == 1, err
     assert b'"capabilities"' in out  # it answered before the pipe closed
     assert list(tmp_path.iterdir()) == []
+
+
+def test_initialization_option_debounce(tmp_path):
+    """The client's `initializationOptions.debounce` overrides `--debounce`: with 0 against
+    60 s on the command line, a change is checked (the wait is bounded below 60 s)."""
+    (tmp_path / "pyproject.toml").write_text("[tool.patchaudit]\n")
+    s = Session(tmp_path)
+
+    async def go():
+        await s.client.start_io(
+            sys.executable, "-m", "patchaudit", "server", "--debounce", "60", "--no-cache", cwd=str(tmp_path)
+        )
+        await s.client.initialize_async(
+            lsp.InitializeParams(capabilities=lsp.ClientCapabilities(), initialization_options={"debounce": 0})
+        )
+
+    s.run(go())
+    s.client.initialized(lsp.InitializedParams())
+    uri = s.open(tmp_path / "a.py", "x = 1\n")
+    assert list(s.diagnostics(uri)) == []
+    edit = lsp.TextDocumentContentChangePartial(
+        range=lsp.Range(lsp.Position(0, 0), lsp.Position(1, 0)), text="out = legacy_load_mm_data(prompt=text)\n"
+    )
+    version = s.change(uri, [edit])
+    started = s.loop.time()
+    assert [d.code for d in s.diagnostics(uri, version)] == ["PA101"]
+    assert s.loop.time() - started < 60  # not the command line's debounce (a bound, not a timing)
+    assert s.stop() == 0

@@ -209,7 +209,11 @@ class Project:
         self._activate()
         if not self._repo_ready and classify(path) == PYTHON:
             self._prepare(path)
-        data = text.encode("utf-8", "surrogateescape")
+        try:
+            data = text.encode("utf-8")
+        except UnicodeEncodeError as exc:  # a lone surrogate the client sent: no UTF-8 text
+            line = text.count("\n", 0, exc.start) + 1
+            return Checked(errors=[FileError(path, f"not UTF-8: {exc.reason} (U+{ord(text[exc.start]):04X})", line)])
         limit = self.settings.max_file_size
         if len(data) > limit:  # as the guarded reader refuses a file, or standard input, over it
             message = f"file is {len(data)} bytes, over the limit of {limit} (max-file-size)"
