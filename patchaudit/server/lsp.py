@@ -74,6 +74,7 @@ class PatchauditServer(LanguageServer):
         self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="patchaudit-check")
         self.shut_down = False  # a `shutdown` request came (the exit code is then 0)
         self.running: Future | None = None  # the worker's latest job
+        self.warming: set[str] = set()  # the projects whose summaries are (being) computed
 
     # -- projects and checks (in the worker thread) --------------------------------------
 
@@ -135,6 +136,39 @@ class PatchauditServer(LanguageServer):
             return
         project = self.projects.get(key)
         self.publish(uri, Shown(version, text, path, checked, project.generation if project is not None else 0))
+        if checked.partial and project is not None:
+            await self.warm(project, path)
+
+    async def warm(self, project: Project, path: str) -> None:
+        """The project's whole-repository summaries (once; `Project.prepare`), then every
+        open document of the project checked again with them."""
+        if project.root in self.warming:
+            return
+        self.warming.add(project.root)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        try:
+            modules = await self.in_worker(project.prepare, path)
+        except (RuntimeError, CancelledError):
+            return
+        except Exception:  # the files stay judged alone
+            log.exception("the whole-repository summaries of %s", project.root)
+            return
+        self.window_log_message(
+            lsp.LogMessageParams(
+                lsp.MessageType.Info,
+                f"patchaudit: whole-repository summaries ready for {project.root} "
+                f"({modules} modules, {loop.time() - started:.1f} s)",
+            )
+        )
+        self.recheck(project.root)
+
+    def recheck(self, root: str) -> None:
+        """Check again every open document of the project in folder `root`."""
+        for uri in list(self.workspace.text_documents):
+            other = convert.uri_path(uri)
+            if other is not None and project_key(other, self.config)[0] == root:
+                self.schedule(uri, 0)
 
     async def refresh(self, path: str) -> None:
         """A file changed on disk: the summaries follow it, every open document of its
@@ -148,10 +182,7 @@ class PatchauditServer(LanguageServer):
             return
         if project is None or project.generation == before:  # the summaries did not change
             return
-        for uri in list(self.workspace.text_documents):
-            other = convert.uri_path(uri)
-            if other is not None and project_key(other, self.config) == key:
-                self.schedule(uri, 0)
+        self.recheck(project.root)
 
     def publish(self, uri: str, shown: Shown) -> None:
         doc = self.workspace.text_documents.get(uri)

@@ -13,8 +13,9 @@ A buffer is checked as `patchaudit check - --stdin-filename NAME` checks standar
 ignores and severities), with the project's rules, engines and tokenizer kept open.
 
 The whole-repository pre-pass of the dataflow rules (PA102, `pipeline.repo_index`) runs
-once, on the first Python file checked, and sets its summaries on the settings, where
-the per-file job finds them.  When a file of the project is saved (or changed on disk),
+once (`prepare`, after the first Python file was checked alone: its findings do not wait
+for a cold pre-pass) and sets its summaries on the settings, where the per-file job
+finds them.  When a file of the project is saved (or changed on disk),
 `refresh` runs the pre-pass again with its cache: only the changed module (and the
 modules whose view of it changed) is summarised again.  With the project's cache off
 (`cache = false`, `PATCHAUDIT_NO_CACHE`), the server keeps the pre-pass's cache in a
@@ -43,6 +44,9 @@ class Checked:
     findings: list[Finding] = field(default_factory=list)
     errors: list[FileError] = field(default_factory=list)
     rules: dict[str, Any] = field(default_factory=dict)
+    #: checked before the project's whole-repository summaries were ready (the file judged
+    #: alone, as with `whole-repository = false`): `Project.prepare` is due
+    partial: bool = False
 
 
 def project_key(path: str, config: str | None = None) -> tuple[str, str | None]:
@@ -175,6 +179,19 @@ class Project:
             if self._summaries_digest() != before:
                 self.generation += 1
 
+    def prepare(self, path: str) -> int:
+        """The whole-repository summaries, computed from the Python file `path` (absolute)
+        found the project: once, after the first check of one (`Checked.partial`).  The
+        number of modules summarised."""
+        if self.settings is None or self._repo_ready:
+            return 0
+        with self.lock, in_folder(self.root):
+            self._activate()
+            self._prepare(self.name(path))
+            self._repo_ready = True  # (also with whole-repository = false: nothing to prepare)
+            self.generation += 1
+        return sum(len(v.summaries) for v in (getattr(self.settings, "repo", None) or {}).values())
+
     def _summaries_digest(self) -> bytes:
         """What the summaries say, traces included (a step's line moves with its module)."""
         import hashlib
@@ -199,7 +216,8 @@ class Project:
             return Checked(errors=[self.problem])
         with self.lock, in_folder(self.root):
             got = self._check(self.name(path), text)
-            return Checked([_absolute(f) for f in got.findings], [_absolute_error(e) for e in got.errors], got.rules)
+            findings, errors = [_absolute(f) for f in got.findings], [_absolute_error(e) for e in got.errors]
+            return Checked(findings, errors, got.rules, got.partial)
 
     def _check(self, path: str, text: str) -> Checked:
         from patchaudit.inputs.discover import PYTHON, classify
@@ -207,8 +225,9 @@ class Project:
         from patchaudit.pipeline.stdin import check_bytes
 
         self._activate()
-        if not self._repo_ready and classify(path) == PYTHON:
-            self._prepare(path)
+        # the first Python file's findings are not kept waiting for the summaries (a cold
+        # pre-pass of a large repository takes seconds): it is judged alone, then again
+        partial = not self._repo_ready and self.settings.whole_repository and classify(path) == PYTHON
         try:
             data = text.encode("utf-8")
         except UnicodeEncodeError as exc:  # a lone surrogate the client sent: no UTF-8 text
@@ -224,7 +243,7 @@ class Project:
             return Checked(errors=[FileError(path, str(exc))])
         here = os.path.abspath(path)
         errors = list(result.errors) + [e for e in self._repo_errors if os.path.abspath(e.path) == here]
-        return Checked(result.findings, errors, {r.code: r for r in self.rules})
+        return Checked(result.findings, errors, {r.code: r for r in self.rules}, partial)
 
 
 @contextlib.contextmanager
