@@ -504,9 +504,11 @@ def test_server_exits_when_the_client_goes(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_initialization_option_debounce(tmp_path):
-    """The client's `initializationOptions.debounce` overrides `--debounce`: with 0 against
-    60 s on the command line, a change is checked (the wait is bounded below 60 s)."""
+def test_fresh_server_first_file_and_debounce_option(tmp_path):
+    """A fresh server: the first Python file opened is published at once judged alone, then
+    again with the whole-repository summaries (a PA102 across modules).  The client's
+    `initializationOptions.debounce` overrides `--debounce`: with 0 against 60 s on the
+    command line, a change is checked (the wait is bounded below 60 s)."""
     (tmp_path / "pyproject.toml").write_text("[tool.patchaudit]\n")
     s = Session(tmp_path)
 
@@ -520,6 +522,15 @@ def test_initialization_option_debounce(tmp_path):
 
     s.run(go())
     s.client.initialized(lsp.InitializedParams())
+    # the first Python file opened: judged alone at once, then again with the summaries
+    (tmp_path / "rl").mkdir()
+    (tmp_path / "rl" / "__init__.py").write_text("")
+    (tmp_path / "rl" / "dataset.py").write_text(DATASET_EXPANDED)
+    (tmp_path / "rl" / "sender.py").write_text(SENDER)
+    sender = s.open(tmp_path / "rl" / "sender.py", SENDER)
+    (pa102,) = s.latest(sender, lambda d: any(x.code == "PA102" for x in d))
+    assert list(s.published[sender][0].diagnostics) == [] and s.published[sender][0].version == 1
+    assert pa102.related_information[0].location.uri == (tmp_path / "rl" / "dataset.py").as_uri()
     uri = s.open(tmp_path / "a.py", "x = 1\n")
     assert list(s.diagnostics(uri)) == []
     edit = lsp.TextDocumentContentChangePartial(
