@@ -438,6 +438,15 @@ def test_lone_surrogate_is_an_error_at_its_line(session):
     assert d.severity == lsp.DiagnosticSeverity.Error and "not UTF-8" in d.message and d.range.start.line == 1
 
 
+def test_unreadable_pyproject_is_a_diagnostic(session):
+    broken = session.root / "broken_toml"
+    broken.mkdir()
+    (broken / "pyproject.toml").write_text("[tool.patchaudit\n")
+    uri = session.open(broken / "x.py", "x = 1\n")
+    (d,) = session.diagnostics(uri)
+    assert d.severity == lsp.DiagnosticSeverity.Error and "pyproject.toml: cannot read" in d.message
+
+
 def test_shutdown_and_exit(session):
     assert session.stop() == 0
 

@@ -7,7 +7,6 @@ from typing import Any
 from lsprotocol import types as lsp
 
 from patchaudit.server import convert
-from patchaudit.server.project import project_key
 
 
 def register(server: Any) -> None:
@@ -51,8 +50,8 @@ def register(server: Any) -> None:
             path = convert.uri_path(change.uri)
             if path is None or not path.endswith(".py"):
                 continue
-            key = project_key(path, server.config)
-            if key not in done:
+            key = server.key_of(path)
+            if key is not None and key not in done:
                 done.add(key)
                 await server.refresh(path)
 

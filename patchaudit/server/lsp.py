@@ -75,6 +75,7 @@ class PatchauditServer(LanguageServer):
         self.shut_down = False  # a `shutdown` request came (the exit code is then 0)
         self.running: Future | None = None  # the worker's latest job
         self.warming: set[str] = set()  # the projects whose summaries are (being) computed
+        self.announced: set[str] = set()  # the projects whose warnings were logged
 
     # -- projects and checks (in the worker thread) --------------------------------------
 
@@ -83,15 +84,25 @@ class PatchauditServer(LanguageServer):
         project = self.projects.get(key)
         if project is None:
             project = self.projects[key] = Project(key[0], key[1], self.no_cache)
-            for warning in project.warnings:
-                self.window_log_message(lsp.LogMessageParams(lsp.MessageType.Warning, f"patchaudit: {warning}"))
         return project
+
+    def key_of(self, path: str) -> tuple[str, str | None] | None:
+        """The project of `path`, or None when it cannot be told (an unreadable
+        pyproject.toml: the check says why)."""
+        try:
+            return project_key(path, self.config)
+        except Exception:
+            return None
 
     def _check(self, path: str, text: str) -> Checked:
         # the project names the file as `check` run in its folder would; the findings come
         # back with absolute paths (the URIs)
+        from patchaudit.config.settings import ConfigError
+
         try:
             return self.project_for(path).check(path, text)
+        except ConfigError as exc:  # a pyproject.toml that cannot be read, on the way up
+            return Checked(errors=[FileError(path, str(exc))])
         except Exception as exc:  # a bug must cost this check, never the server
             log.exception("checking %s", path)
             return Checked(errors=[FileError(path, f"internal error: {exc!r}")])
@@ -119,8 +130,8 @@ class PatchauditServer(LanguageServer):
         if doc is None or path is None:
             return
         version, text = doc.version, doc.source
-        key = project_key(path, self.config)
-        project = self.projects.get(key)
+        key = self.key_of(path)
+        project = self.projects.get(key) if key is not None else None
         generation = project.generation if project is not None else 0
         old = self.shown.get(uri)
         if old is not None and old.text == text and old.generation == generation and project is not None:
@@ -134,8 +145,13 @@ class PatchauditServer(LanguageServer):
         doc = self.workspace.text_documents.get(uri)
         if doc is None or doc.version != version:  # closed, or changed since: a newer check is due
             return
-        project = self.projects.get(key)
+        key = self.key_of(path)
+        project = self.projects.get(key) if key is not None else None
         self.publish(uri, Shown(version, text, path, checked, project.generation if project is not None else 0))
+        if project is not None and project.root not in self.announced:
+            self.announced.add(project.root)  # (the engines' warnings: once per project)
+            for warning in project.warnings:
+                self.window_log_message(lsp.LogMessageParams(lsp.MessageType.Warning, f"patchaudit: {warning}"))
         if checked.partial and project is not None:
             await self.warm(project, path)
 
@@ -167,14 +183,15 @@ class PatchauditServer(LanguageServer):
         """Check again every open document of the project in folder `root`."""
         for uri in list(self.workspace.text_documents):
             other = convert.uri_path(uri)
-            if other is not None and project_key(other, self.config)[0] == root:
+            key = self.key_of(other) if other is not None else None
+            if key is not None and key[0] == root:
                 self.schedule(uri, 0)
 
     async def refresh(self, path: str) -> None:
         """A file changed on disk: the summaries follow it, every open document of its
         project is checked again."""
-        key = project_key(path, self.config)
-        project = self.projects.get(key)
+        key = self.key_of(path)
+        project = self.projects.get(key) if key is not None else None
         before = project.generation if project is not None else None
         try:
             await self.in_worker(self._refresh, path)
