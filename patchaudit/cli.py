@@ -22,6 +22,7 @@ COMMANDS = {
     "rules": ("patchaudit.commands.rules", "rules_cmd"),
     "explain": ("patchaudit.commands.rules", "explain"),
     "test-rules": ("patchaudit.commands.test_rules", "test_rules"),
+    "server": ("patchaudit.commands.server", "server"),
 }
 
 

@@ -29,6 +29,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("config", ("patchaudit.config",)),
     ("pipeline", ("patchaudit.pipeline",)),
     ("reporters", ("patchaudit.reporters",)),
+    ("server", ("patchaudit.server",)),
     ("commands", ("patchaudit.commands",)),
     ("cli", ("patchaudit.cli", "patchaudit.__main__")),
     ("testing", ("patchaudit.testing",)),

@@ -11,7 +11,7 @@ the result cache.
 
 from __future__ import annotations
 
-from typing import IO
+from typing import IO, Any
 
 from patchaudit.config.settings import Settings
 from patchaudit.model.findings import FileError
@@ -35,9 +35,8 @@ def read_stdin(stream: IO[bytes], limit: int, name: str = "-") -> bytes:
 def run_check_stdin(stream: IO[bytes], filename: str, settings: Settings) -> RunResult:
     """Check the text of `stream` as the file `filename`."""
     from patchaudit.files.reader import ReadError
-    from patchaudit.inputs.discover import SourceFile, classify
-    from patchaudit.pipeline.analyse import analyse_file, read_error
-    from patchaudit.pipeline.context import engine_warnings, load_tokenizer, open_engines
+    from patchaudit.inputs.discover import classify
+    from patchaudit.pipeline.analyse import read_error
     from patchaudit.pipeline.run_rules import resolve_rules
 
     kind = classify(filename)
@@ -56,9 +55,39 @@ def run_check_stdin(stream: IO[bytes], filename: str, settings: Settings) -> Run
     except OSError as exc:
         result.errors.append(FileError(filename, f"cannot read standard input: {exc.strerror or exc}"))
         return result
-    engines = open_engines(settings)
-    result.warnings.extend(engine_warnings(engines))
-    fr = analyse_file(SourceFile(filename, kind), settings, rules, engines, load_tokenizer(settings), data=data)
+    return check_bytes(data, filename, settings, rules, result=result)
+
+
+def check_bytes(
+    data: bytes,
+    filename: str,
+    settings: Settings,
+    rules: list | None = None,
+    engines: Any = None,
+    tokenizer: Any = None,
+    result: RunResult | None = None,
+) -> RunResult:
+    """Check `data` as the file `filename` (nothing is read from disk for it): standard
+    input's text, or an editor's unsaved buffer (patchaudit/server).  `rules`, `engines`,
+    `tokenizer`: the run's, when the caller keeps them open; else resolved and opened here."""
+    from patchaudit.inputs.discover import SourceFile, classify
+    from patchaudit.pipeline.analyse import analyse_file
+    from patchaudit.pipeline.context import engine_warnings, load_tokenizer, open_engines
+    from patchaudit.pipeline.run_rules import resolve_rules
+
+    kind = classify(filename)
+    if kind is None:
+        raise RunError(f"{filename!r}: not a kind of file patchaudit reads")
+    if result is None:
+        result = RunResult(errors=list(settings.problems), files=1)
+    if rules is None:
+        rules = resolve_rules(settings)
+    if engines is None:
+        engines = open_engines(settings)
+        result.warnings.extend(engine_warnings(engines))
+    if tokenizer is None:
+        tokenizer = load_tokenizer(settings)
+    fr = analyse_file(SourceFile(filename, kind), settings, rules, engines, tokenizer, data=data)
     result.findings.extend(fr.findings)
     result.errors = unique_errors(result.errors + fr.errors)
     result.hunks.extend(fr.hunks)
