@@ -1,9 +1,12 @@
-"""Run settings: command-line options merged over `[tool.patchaudit]`.
+"""Run settings: command-line options merged over the configuration file.
 
-`Settings` is what the runner reads.  `load_pyproject` finds the nearest
-pyproject.toml with a `[tool.patchaudit]` table (walking up from the paths
-checked) and validates it: unknown keys and bad values raise `ConfigError`
-naming the file and the key (exit code 2).
+`Settings` is what the runner reads.  `find_pyproject` finds the nearest
+configuration (walking up from the paths checked): in each folder, as ruff,
+`.patchaudit.toml`, then `patchaudit.toml` (the keys at the top level; found even
+when empty; a file holding only a `[tool...]` table is read as a pyproject.toml, so
+`--config ci.toml` with `[tool.patchaudit]` keeps working), then a pyproject.toml with a `[tool.patchaudit]` table; `load_pyproject`
+reads one and validates it: unknown keys and bad values raise `ConfigError` naming
+the file and the key (exit code 2).
 
 The configuration of a checked tree is the pull request's: it cannot raise the
 safety limits past hard caps.  `max-nesting` above `HARD_MAX_NESTING` (libcst's
@@ -158,18 +161,40 @@ def _resolved(p: str) -> Path:
         return Path(os.path.abspath(p))
 
 
+#: the configuration files of one folder, the first found wins (ruff: .ruff.toml, ruff.toml,
+#: pyproject.toml); our own files hold the keys at the top level
+CONFIG_NAMES = (".patchaudit.toml", "patchaudit.toml", "pyproject.toml")
+
+
+def own_config(path: Path | str) -> bool:
+    """Whether `path` holds the keys at its top level (any file but a pyproject.toml)."""
+    return Path(path).name != "pyproject.toml"
+
+
+def _config_in(folder: Path) -> Path | None:
+    for name in CONFIG_NAMES:
+        cand = folder / name
+        # a FIFO, a device or a dangling link of that name is an error, not skipped
+        if not os.path.lexists(cand) or cand.is_dir():
+            continue
+        if own_config(cand):
+            return cand
+        data = _read_toml(cand)
+        tool = data.get("tool", {})
+        if isinstance(tool, dict) and "patchaudit" in tool:
+            return cand
+    return None
+
+
 def find_pyproject(paths: list[str]) -> Path | None:
+    """The nearest configuration file of `paths` (module docstring), or None."""
     starts = [_resolved(p) for p in paths] or [Path.cwd()]
     for start in starts:
         cur = start if start.is_dir() else start.parent
         while True:
-            cand = cur / "pyproject.toml"
-            # a FIFO, a device or a dangling link named pyproject.toml is an error, not skipped
-            if os.path.lexists(cand) and not cand.is_dir():
-                data = _read_toml(cand)
-                tool = data.get("tool", {})
-                if isinstance(tool, dict) and "patchaudit" in tool:
-                    return cand
+            found = _config_in(cur)
+            if found is not None:
+                return found
             if cur.parent == cur:
                 break
             cur = cur.parent
@@ -257,11 +282,29 @@ def _set_limit(s: Settings, path: Path, key: str, value: Any) -> None:
 
 
 def load_pyproject(path: Path | str) -> Settings:
+    """The settings of a configuration file: a pyproject.toml's `[tool.patchaudit]`, or
+    the top level of any other file (`patchaudit.toml`, `.patchaudit.toml`)."""
     path = Path(path)
+    if not own_config(path):
+        return _load(path, None)
     doc = _read_toml(path)
-    data = doc.get("tool", {}).get("patchaudit") if isinstance(doc.get("tool"), dict) else None
+    if set(doc) == {"tool"}:  # `--config ci.toml` holding a `[tool.patchaudit]` table, as before
+        return _load(path, None)
+    try:
+        s = _load(path, doc)
+    except ConfigError as exc:  # the messages name the table of a pyproject.toml: not ours
+        raise ConfigError(str(exc).replace("[tool.patchaudit] ", "")) from None
+    s.problems = [type(p)(p.path, p.message.replace("[tool.patchaudit] ", ""), p.line) for p in s.problems]
+    return s
+
+
+def _load(path: Path, data: Any) -> Settings:
+    """`data`: the table to read (an own file's top level), or None for a pyproject.toml."""
     if data is None:
-        raise ConfigError(f"{path}: no [tool.patchaudit] table")
+        doc = _read_toml(path)
+        data = doc.get("tool", {}).get("patchaudit") if isinstance(doc.get("tool"), dict) else None
+        if data is None:
+            raise ConfigError(f"{path}: no [tool.patchaudit] table")
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: [tool.patchaudit] must be a table")
     s = Settings(config_path=str(path))
@@ -443,7 +486,7 @@ def _key_line(path: Path, key: str) -> int | None:
     def dotted(s: str) -> str:
         return ".".join(p.strip().strip("\"'") for p in s.split("."))
 
-    want, table = f"tool.patchaudit.{key}", ""
+    want, table = (key if own_config(path) else f"tool.patchaudit.{key}"), ""
     for n, line in enumerate(text.splitlines(), 1):
         header = re.match(r"\s*\[\[?([^\]]*)\]", line)
         if header:
