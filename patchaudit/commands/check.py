@@ -290,9 +290,16 @@ def _report(result, paths: list[str], opts: dict[str, Any]) -> None:
 @click.option("--config", type=click.Path(exists=True, dir_okay=False), help="A pyproject.toml to read.")
 @click.option("--exclude", multiple=True, metavar="GLOB", help="Exclude patterns, replacing the configuration's.")
 @click.option("--extend-exclude", multiple=True, metavar="GLOB", help="Exclude patterns added to the configuration's.")
-@click.option("--per-file-ignores", multiple=True, metavar="GLOB:CODES", help="Codes to skip in files matching GLOB.")
+@click.option(
+    "--per-file-ignores",
+    "--extend-per-file-ignores",
+    "per_file_ignores",
+    multiple=True,
+    metavar="GLOB:CODES",
+    help="Codes to skip in files matching GLOB (added to the configuration's).",
+)
 @click.option("--jobs", "-j", type=click.IntRange(min=1), help="Worker processes (default: number of cores).")
-@click.option("--no-cache", is_flag=True, help="Do not read or write the result cache (also: PATCHAUDIT_NO_CACHE=1).")
+@click.option("--no-cache", "-n", is_flag=True, help="Do not read or write the result cache (also: PATCHAUDIT_NO_CACHE=1).")
 @click.option(
     "--cache-dir",
     type=click.Path(file_okay=False),
@@ -301,7 +308,7 @@ def _report(result, paths: list[str], opts: dict[str, Any]) -> None:
     "beside the pyproject.toml).",
 )
 @click.option("--tokenizer", type=click.Path(), help="tokenizer.json or a model folder (PA105).")
-@click.option("--exit-zero", is_flag=True, help="Exit 0 even when findings are reported.")
+@click.option("--exit-zero", "-e", is_flag=True, help="Exit 0 even when findings are reported.")
 @click.option(
     "--diff-base",
     metavar="REF",

@@ -8,8 +8,10 @@ patchaudit/pipeline/watch.py, the renderings in patchaudit/reporters/.
 - `--fix-only`: apply the fixes and report nothing else (exit 0, or 1 with
   `--exit-non-zero-on-fix` when something was fixed);
 - `--exit-non-zero-on-fix`: exit 1 when a fix was applied, even if nothing remains;
-- `--fixable CODES` / `--unfixable CODES`: the rules whose fixes count (default all);
-- `--add-noqa`: a `# patchaudit: ignore[CODE]` comment on each reported line;
+- `--fixable CODES` (also `--extend-fixable`) / `--unfixable CODES`: the rules whose
+  fixes count (default all);
+- `--add-noqa` (also ruff's `--add-ignore`): a `# patchaudit: ignore[CODE]` comment on
+  each reported line;
 - `--show-files`, `--show-settings`: what the run would read / use, then exit 0;
 - `--isolated`: no configuration file is read (`--config` with it is a usage error);
 - `-v/--verbose`: what the run used and did, on stderr;
@@ -38,10 +40,19 @@ _OPTIONS = [
     click.option(
         "--exit-non-zero-on-fix", is_flag=True, help="Exit 1 when a fix was applied, even if no finding remains."
     ),
-    click.option("--fixable", multiple=True, metavar="CODES", help="Rules whose fixes --fix may apply (default: all)."),
+    click.option(
+        "--fixable",
+        "--extend-fixable",
+        "fixable",
+        multiple=True,
+        metavar="CODES",
+        help="Rules whose fixes --fix may apply (default: all).",
+    ),
     click.option("--unfixable", multiple=True, metavar="CODES", help="Rules whose fixes --fix never applies."),
     click.option(
         "--add-noqa",
+        "--add-ignore",
+        "add_noqa",
         is_flag=True,
         help="Add a `# patchaudit: ignore[CODE]` comment on each reported line (.py files, lines patches add).",
     ),
