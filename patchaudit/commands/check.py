@@ -299,7 +299,9 @@ def _report(result, paths: list[str], opts: dict[str, Any]) -> None:
     help="Codes to skip in files matching GLOB (added to the configuration's).",
 )
 @click.option("--jobs", "-j", type=click.IntRange(min=1), help="Worker processes (default: number of cores).")
-@click.option("--no-cache", "-n", is_flag=True, help="Do not read or write the result cache (also: PATCHAUDIT_NO_CACHE=1).")
+@click.option(
+    "--no-cache", "-n", is_flag=True, help="Do not read or write the result cache (also: PATCHAUDIT_NO_CACHE=1)."
+)
 @click.option(
     "--cache-dir",
     type=click.Path(file_okay=False),

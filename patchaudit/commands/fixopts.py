@@ -61,8 +61,10 @@ def run_fixes(result, settings, opts: dict[str, Any], refilter=None) -> int | No
             n, hidden = outcome.fixed, outcome.unsafe_available
             click.echo(f"Would fix {n} finding{'s' if n != 1 else ''}.", err=True)  # output-safe: a number
             if hidden:
-                fixes = f"{hidden} hidden fix{'es' if hidden != 1 else ''}"
-                click.echo(f"{fixes} can be enabled with the `--unsafe-fixes` option.", err=True)  # output-safe: a number
+                more = (
+                    f"{hidden} hidden fix{'es' if hidden != 1 else ''} can be enabled with the `--unsafe-fixes` option."
+                )
+                click.echo(more, err=True)  # output-safe: a number
         if result.errors:
             for err in result.errors:
                 click.echo(safe(err), err=True)
