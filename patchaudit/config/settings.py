@@ -5,8 +5,9 @@ configuration (walking up from the paths checked): in each folder, as ruff,
 `.patchaudit.toml`, then `patchaudit.toml` (the keys at the top level; found even
 when empty; a file holding only a `[tool...]` table is read as a pyproject.toml, so
 `--config ci.toml` with `[tool.patchaudit]` keeps working), then a pyproject.toml
-with a `[tool.patchaudit]` table; `load_pyproject` reads one and validates it: unknown keys and bad values raise `ConfigError` naming
-the file and the key (exit code 2).
+with a `[tool.patchaudit]` table; `load_pyproject` reads one and validates it:
+unknown keys and bad values raise `ConfigError` naming the file and the key (exit
+code 2).
 
 The configuration of a checked tree is the pull request's: it cannot raise the
 safety limits past hard caps.  `max-nesting` above `HARD_MAX_NESTING` (libcst's
