@@ -445,6 +445,15 @@ def _finish(result, paths: list[str], opts: dict[str, Any]) -> int:
     return code
 
 
+def _watch_settings(paths: list[str], opts: dict[str, Any]) -> Settings:
+    """The settings the watcher discovers files with (a broken configuration: the defaults;
+    the check itself reports it)."""
+    try:
+        return _settings(paths, {**opts, "verbose": False}, False)
+    except ConfigError:
+        return Settings()
+
+
 def _watch(paths: list[str], opts: dict[str, Any]) -> int:
     """--watch: check, then poll for changes and check again (commands/conventions.py)."""
     from patchaudit.pipeline.watch import snapshot
@@ -453,18 +462,14 @@ def _watch(paths: list[str], opts: dict[str, Any]) -> int:
     runs, code = 0, 0
     try:
         while True:
+            # the snapshot is taken before the check: a change made while it runs starts the next
+            seen = snapshot(paths, _watch_settings(paths, opts))
             code = check_once(paths, dict(opts))
             runs += 1
             if cycles and runs >= cycles:
                 return code
-            try:
-                settings = _settings(paths, {**opts, "verbose": False}, False)
-            except ConfigError as exc:
-                click.echo(safe(f"patchaudit: error: {exc}"), err=True)
-                settings = Settings()
             click.echo("patchaudit: watching for file changes (Ctrl-C stops).", err=True)
-            seen = snapshot(paths, settings)
-            while snapshot(paths, settings) == seen:
+            while snapshot(paths, _watch_settings(paths, opts)) == seen:
                 time.sleep(interval)
             click.echo("patchaudit: a file changed: checking again.", err=True)
     except KeyboardInterrupt:

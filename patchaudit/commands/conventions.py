@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 import click
 
-from patchaudit.model.escape import safe
+from patchaudit.model.escape import safe, safe_lines, visible
 
 _OPTIONS = [
     click.option(
@@ -121,10 +121,10 @@ def render_fixed(fixed: dict[str, Counter]) -> str:
         return ""
     lines = [f"Fixed {total} finding{'s' if total != 1 else ''}:"]
     for path, counts in fixed.items():
-        lines.append(f"- {path}:")
+        lines.append(f"- {visible(path)}:")
         for (code, name), n in sorted(counts.items()):
-            lines.append(f"    {n} × {code} ({name})")
-    return safe("\n".join(lines)) + "\n\n"
+            lines.append(f"    {n} × {visible(code)} ({visible(name)})")
+    return safe_lines("\n".join(lines)) + "\n\n"
 
 
 def add_noqa(result, settings, quiet: bool) -> int:
