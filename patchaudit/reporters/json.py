@@ -29,11 +29,12 @@ from patchaudit.model.findings import Finding
 
 def rule_url(code: str) -> str | None:
     """The rule's documentation page (docs/rules.md's section), or None for a local rule."""
-    from patchaudit.config.registry import all_rules
+    from patchaudit.config.local_rules import LOCAL
+    from patchaudit.config.registry import pack_index
     from patchaudit.reporters.sarif import help_uri
 
-    rule = all_rules().get(code)
-    if rule is None or not rule.__module__.startswith("patchaudit.rules."):
+    # the pack's static index: no rule module (nor libcst) is imported to render a report
+    if code in LOCAL or code not in pack_index():
         return None
     return help_uri(code)
 
