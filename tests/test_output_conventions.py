@@ -500,3 +500,29 @@ def test_watch_checks_again_when_a_file_changes(tree):
     assert proc.returncode == 0  # the second check's code: clean
     assert "All checks passed (1 file checked)." in rest
     assert "watching for file changes" in err and "a file changed: checking again" in err
+
+
+def test_add_noqa_plan_in_patches_and_python():
+    from patchaudit.model.findings import Finding, Severity
+    from patchaudit.pipeline.noqa import add_noqa, with_codes
+
+    assert with_codes("x = 1  # patchaudit: ignore", ["PA101"]) == "x = 1  # patchaudit: ignore"
+    assert with_codes("x = 1  # noqa: PA101", ["PA101"]) == "x = 1  # noqa: PA101"
+    assert with_codes("x = 1\r", ["PA104"]) == "x = 1  # patchaudit: ignore[PA104]\r"
+
+    def at(path, line, code="PA101"):
+        return Finding(code, "n", Severity.ERROR, "m", path, line)
+
+    patch = ("--- a/run.sh\n+++ b/run.sh\n@@ -1 +1 @@\n-a\n+export X=0\n"
+             "--- a/m.py\n+++ b/m.py\n@@ -1,2 +1,2 @@\n ctx = 1\n-y = 2\n+y = f(1, \\\n")
+    py = 'a = 1 + \\\n    2\nb = """\ntext\n"""\n'
+    out = add_noqa([at("p.patch", 5), at("p.patch", 9), at("p.patch", 11), at("m.py", 1), at("m.py", 4)],
+                   {"p.patch": patch, "m.py": py}, set())
+    assert [f.new == f.old for f in out.files] == [True, True]
+    assert out.added == 0
+    joined = "\n".join(out.messages)
+    assert "p.patch:5: no suppression comment added: run.sh is not a Python file" in joined
+    assert "p.patch:9: no suppression comment added: not a line the patch adds" in joined
+    assert "p.patch:11: no suppression comment added: it continues on the next line (a backslash)" in joined
+    assert "m.py:1: no suppression comment added: it continues on the next line (a backslash)" in joined
+    assert "m.py:4: no suppression comment added: it ends inside a string" in joined
