@@ -152,8 +152,8 @@ def test_examples_read_at_100_columns():
         assert block[row].split(" | ", 1)[1] == source.rstrip()
         caret = block[row + 1]
         assert re.fullmatch(r"\s+\| +\^+", caret), caret
-        assert caret.index("^") == block[row].index(" | ") + 3 + len(source) - len(source.lstrip()) or \
-            caret.index("^") >= block[row].index(" | ") + 3
+        indent = len(source) - len(source.lstrip())
+        assert caret.index("^") == block[row].index(" | ") + 3 + max(f["column"] - 1, indent)
 
 
 def test_long_source_lines_are_cut_to_the_width_with_the_caret_in_view(tmp_path):
