@@ -526,3 +526,15 @@ def test_add_noqa_plan_in_patches_and_python():
     assert "p.patch:11: no suppression comment added: it continues on the next line (a backslash)" in joined
     assert "m.py:1: no suppression comment added: it continues on the next line (a backslash)" in joined
     assert "m.py:4: no suppression comment added: it ends inside a string" in joined
+
+
+def test_fixable_and_unfixable_from_the_configuration(tree):
+    (tree / "patchaudit.toml").write_text('extend-select = ["PA001"]\nunfixable = ["PA0"]\n')
+    res = run(tree, ["check", "--no-cache", "--fix", "u.py"])
+    assert (tree / "u.py").read_text() == UNUSED and "[*]" not in res.stdout
+    (tree / "patchaudit.toml").write_text('extend-select = ["PA001"]\nfixable = ["PA104"]\n')
+    run(tree, ["check", "--no-cache", "--fix", "--unsafe-fixes", "u.py", "env.py"])
+    assert (tree / "u.py").read_text() == UNUSED and '"1"' in (tree / "env.py").read_text()
+    (tree / "env.py").write_text(ENV_PY)
+    run(tree, ["check", "--no-cache", "--fix", "--fixable", "PA001", "u.py", "env.py"])  # the option wins
+    assert (tree / "u.py").read_text() == "x = 1\n"

@@ -399,7 +399,7 @@ def check_once(paths: list[str], opts: dict[str, Any], stdin: bool = False) -> i
         if opts["show_files"] or opts["show_settings"]:
             return _show(paths, settings, opts)
         result = _run(paths, settings, opts, stdin)
-        conv.restrict_fixes(result.findings, opts)  # --fixable / --unfixable
+        conv.restrict_fixes(result.findings, opts, settings)  # --fixable / --unfixable
         conv.verbose(
             opts,
             f"{result.files} file{'s' if result.files != 1 else ''} checked ({result.cached} from the cache"

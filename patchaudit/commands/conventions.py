@@ -90,9 +90,11 @@ def _matches(code: str, prefixes: list[str]) -> bool:
     return any(p == "ALL" or code.startswith(p) for p in prefixes)
 
 
-def restrict_fixes(findings: list, opts: dict[str, Any]) -> None:
-    """`--fixable`/`--unfixable`: a finding of a rule whose fixes do not count has none."""
-    fixable, unfixable = split_codes(opts["fixable"]), split_codes(opts["unfixable"])
+def restrict_fixes(findings: list, opts: dict[str, Any], settings: Any = None) -> None:
+    """`--fixable`/`--unfixable` (over the configuration's `fixable`/`unfixable`): a finding
+    of a rule whose fixes do not count has none."""
+    fixable = split_codes(opts["fixable"]) or [c.upper() for c in (getattr(settings, "fixable", None) or [])]
+    unfixable = split_codes(opts["unfixable"]) + [c.upper() for c in (getattr(settings, "unfixable", None) or [])]
     if not fixable and not unfixable:
         return
     for f in findings:

@@ -127,6 +127,9 @@ class Settings:
     #: the local rules' codes and a digest of their sources (part of the result cache's key)
     local_rules: tuple[str, ...] = ()
     local_rules_stamp: str = ""
+    #: `fixable` / `unfixable` (ruff's): the rules whose fixes `--fix` applies (None: all)
+    fixable: list[str] | None = None
+    unfixable: list[str] = field(default_factory=list)
 
     def options_for(self, code: str) -> dict[str, Any]:
         return self.rule_options.get(code, {})
@@ -150,6 +153,8 @@ _KEYS = {
     "max-nesting",
     "max-parse-size",
     "extend-rules",
+    "fixable",
+    "unfixable",
 }
 
 
@@ -362,6 +367,10 @@ def _load(path: Path, data: Any) -> Settings:
             _set_limit(s, path, key, value)
         elif key == "extend-rules":
             s.extend_rules = _str_list(path, key, value)
+        elif key == "fixable":
+            s.fixable = _str_list(path, key, value)
+        elif key == "unfixable":
+            s.unfixable = _str_list(path, key, value)
     _load_local_rules(path, s)
     _check_rules(path, s)
     return s
