@@ -538,3 +538,13 @@ def test_fixable_and_unfixable_from_the_configuration(tree):
     (tree / "env.py").write_text(ENV_PY)
     run(tree, ["check", "--no-cache", "--fix", "--fixable", "PA001", "u.py", "env.py"])  # the option wins
     assert (tree / "u.py").read_text() == "x = 1\n"
+
+
+def test_declared_fixes_are_read_without_importing_the_rules():
+    """`[*]` and the hint read each rule's declared `fix` from its source (a replayed run
+    imports no rule module); it is the class's own value."""
+    from patchaudit.config.registry import all_rules
+    from patchaudit.reporters.fixable import _declared
+
+    for code, rule in all_rules().items():
+        assert _declared(code) == getattr(rule, "fix", None), code
