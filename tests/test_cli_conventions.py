@@ -70,24 +70,32 @@ def test_concise_is_one_line_per_finding_and_full_is_text(tree):
     full = run(tree, ["check", "--no-cache", "--output-format", "full", "."])
     assert run(tree, ["check", "--no-cache", "--output-format", "text", "."]).stdout == full.stdout
     assert run(tree, ["check", "--no-cache", "."]).stdout == full.stdout  # the default
-    concise = run(tree, ["check", "--no-cache", "--output-format", "concise", "."])
+    concise = run(tree, ["check", "--no-cache", "--output-format", "concise", "."], env={"COLUMNS": "200"})
     lines = concise.stdout.splitlines()
-    assert len(lines) == 4 and lines[-1].startswith("Found 3 findings")
+    assert len(lines) == 5 and lines[3].startswith("Found 3 findings")
+    assert lines[4] == "No fixes available (2 hidden fixes can be enabled with the `--unsafe-fixes` option)."
     assert all(line.split(":")[0] in ("a.py", "run.sh") for line in lines[:3])
     # full shows a patch's hunk under its finding, concise does not
     (tree / "p.patch").write_text(
         "--- a/x.py\n+++ b/x.py\n@@ -1,2 +1,2 @@\n a = 1\n-out = load_mm_data(prompt=text)\n+" + CALL
     )
     args = ["check", "--no-cache", "--select", "PA101", "p.patch"]
-    assert "   | +out = legacy_load_mm_data" in run(tree, [*args, "--output-format", "full"]).stdout
-    assert len(run(tree, [*args, "--output-format", "concise"]).stdout.splitlines()) == 2
+    full_patch = run(tree, [*args, "--output-format", "full"]).stdout
+    assert "6 | +out = legacy_load_mm_data(prompt=text)\n  |        ^^^" in full_patch
+    assert len(run(tree, [*args, "--output-format", "concise"]).stdout.splitlines()) == 3  # + the fix hint
 
 
 def test_statistics_counts_findings_per_rule(tree):
     res = run(tree, ["check", "--no-cache", "--statistics", "."])
     assert res.exit_code == 1
     rows = [line.split("\t") for line in res.stdout.splitlines()]
-    assert rows == [["2", "PA104", "retokenize-guard-disabled"], ["1", "PA101", "legacy-loader-drops-input-ids"]]
+    assert rows[:2] == [["2", "PA104", "retokenize-guard-disabled"], ["1", "PA101", "legacy-loader-drops-input-ids"]]
+    assert rows[2] == ["No fixes available (2 hidden fixes can be enabled with the `--unsafe-fixes` option)."]
+    # with --unsafe-fixes the unsafe fixes count: ruff's `[*]` column
+    unsafe = run(tree, ["check", "--no-cache", "--statistics", "--unsafe-fixes", "."]).stdout.splitlines()
+    assert unsafe[0].split("\t") == ["2", "PA104", "[*] retokenize-guard-disabled"]
+    assert unsafe[1].split("\t") == ["1", "PA101", "[ ] legacy-loader-drops-input-ids"]
+    assert unsafe[2] == "[*] 2 fixable with the `--fix` option."
     stats = json.loads(run(tree, ["check", "--no-cache", "--statistics", "--format", "json", "."]).stdout)
     assert [(s["code"], s["count"]) for s in stats] == [("PA104", 2), ("PA101", 1)]
 
@@ -288,12 +296,69 @@ RUFF_TO_PATCHAUDIT = {
     "--fix": "--fix",
     "--diff": "--diff",
     "--unsafe-fixes": "--unsafe-fixes",
+    # issue 39
+    "--show-fixes": "--show-fixes",
+    "--watch": "--watch",
+    "-w": "-w",
+    "--fix-only": "--fix-only",
+    "--exit-non-zero-on-fix": "--exit-non-zero-on-fix",
+    "--fixable": "--fixable",
+    "--unfixable": "--unfixable",
+    "--extend-fixable": "--extend-fixable",
+    "--add-noqa": "--add-noqa",  # writes `# patchaudit: ignore[CODE]`, ours (pipeline/noqa.py)
+    "--add-ignore": "--add-ignore",  # ruff's own-comment form: the same as --add-noqa here
+    "--show-files": "--show-files",
+    "--show-settings": "--show-settings",
+    "--isolated": "--isolated",
+    "--verbose": "--verbose",
+    "-v": "-v",
+    "-n": "-n",
+    "-e": "-e",
+    "--color": "--color",
+    "--extend-per-file-ignores": "--extend-per-file-ignores",
 }
 #: environment variables: ruff's -> patchaudit's
 RUFF_ENV = {"RUFF_OUTPUT_FORMAT": "PATCHAUDIT_OUTPUT_FORMAT", "RUFF_CACHE_DIR": "PATCHAUDIT_CACHE_DIR",
             "RUFF_NO_CACHE": "PATCHAUDIT_NO_CACHE"}
-NO_EQUIVALENT = {"--line-length", "--target-version", "--preview", "--watch", "--add-noqa", "--show-fixes",
-                 "--show-files", "--show-settings", "--respect-gitignore", "--force-exclude", "--extension"}
+#: ruff check's options patchaudit does not take, each with the reason
+NO_EQUIVALENT = {
+    "--target-version": "the Python version is not a setting: rules read what the engine and the checkout hold",
+    "--preview": "no rule or fix is in preview: every rule is stable or off by default (select it)",
+    "--extension": "file kinds come from names (.patch/.diff, .py, Dockerfile, shell, YAML, .env), "
+                   "not a mapping: --stdin-filename names standard input's",
+    "--respect-gitignore": ".gitignore is always respected (a file named on the command line is always read)",
+    "--force-exclude": "excludes always apply to what a folder holds; a file named explicitly is always read",
+    "--ignore-noqa": "a suppression comment is the patch author's decision; --select/--per-file-ignores "
+                     "and PA001 (unused suppressions) audit them instead",
+    "--line-length": "no rule measures lines",
+}
+
+
+def _ruff_check_flags() -> set[str]:
+    """The flags of the installed ruff's `ruff check --help` (ruff is a test dependency)."""
+    import re
+    import shutil
+    import subprocess
+
+    ruff = shutil.which("ruff")
+    if ruff is None:
+        pytest.skip("ruff is not installed")
+    text = subprocess.run([ruff, "check", "--help"], capture_output=True, text=True, check=True).stdout
+    flags = set()
+    for line in text.splitlines():
+        m = re.match(r"\s+(-[A-Za-z]), (--[a-z][a-z0-9-]*)|\s+(--[a-z][a-z0-9-]*)", line)
+        if m:
+            flags.update(x for x in m.groups() if x)
+    return flags
+
+
+def test_every_ruff_check_flag_is_mapped_or_has_a_reason():
+    flags = _ruff_check_flags()
+    assert "--fix" in flags and "--select" in flags  # the help was read
+    # -h/--help: every patchaudit command takes both (cli.py's context settings)
+    unknown = sorted(flags - set(RUFF_TO_PATCHAUDIT) - set(NO_EQUIVALENT) - {"-h", "--help"})
+    assert not unknown, f"ruff check flags neither mapped nor listed with a reason: {unknown}"
+    assert all(reason.strip() for reason in NO_EQUIVALENT.values())
 
 
 def test_ruff_option_names_work():
@@ -302,7 +367,7 @@ def test_ruff_option_names_work():
     opts = {o for p in check.params for o in (*p.opts, *p.secondary_opts)}
     missing = sorted(p for p in RUFF_TO_PATCHAUDIT.values() if p not in opts)
     assert not missing, f"ruff's options without their patchaudit equivalent: {missing}"
-    assert not (NO_EQUIVALENT & opts), "an option listed as missing now exists: move it to the mapping"
+    assert not (set(NO_EQUIVALENT) & opts), "an option listed as missing now exists: move it to the mapping"
     envs = {p.envvar for p in check.params if p.envvar}
     assert "PATCHAUDIT_OUTPUT_FORMAT" in envs
 

@@ -154,14 +154,16 @@ def test_diff_prints_what_fix_writes_and_writes_nothing(tmp_path):
     assert _snapshot(root) == before  # nothing written
     assert "-+        base_output = await self.legacy_load_mm_data(" in res.stdout
     assert "-x = 1  # patchaudit: ignore[PA999]\n+x = 1\n" in res.stdout
-    assert "Would fix 2 errors." in res.stderr
+    assert "Would fix 2 findings." in res.stderr
     # the printed diff is the change --fix makes
     copy = tmp_path / "copy"
     shutil.copytree(root, copy, ignore=shutil.ignore_patterns(".git"))
     (tmp_path / "fix.diff").write_text(res.stdout)
     subprocess.run(["git", "apply", "--unsafe-paths", str(tmp_path / "fix.diff")], cwd=copy, check=True)
     fixed = invoke_in(root, [*args, "--fix"])
-    assert "Found 2 errors (2 fixed, 0 remaining)." in fixed.stderr, fixed.stderr
+    # one summary, the report's: a warning (PA001) is never called an error
+    assert "Found 2 findings (2 fixed, 0 remaining) in 2 files." in fixed.stdout, fixed.stdout
+    assert "Found" not in fixed.stderr and fixed.stdout.count("Found") == 1
     assert fixed.exit_code == 0
     assert _snapshot(root) == _snapshot(copy)
     assert invoke_in(root, [*args, "--diff"]).exit_code == 0  # nothing left to fix
@@ -188,7 +190,7 @@ def test_engine_fixes_drop_applied_hunks_and_refresh_fuzzed_ones(tmp_path):
     assert "PA208" in codes and "PA202" in codes
     assert _applies(root, "patches/engine.patch") == (False, False)
     res = invoke_in(root, ["check", "--no-cache", *engine, "--fix", "patches/engine.patch"])
-    assert "2 fixed" in res.stderr, res.stderr
+    assert "2 fixed" in res.stdout, res.stdout
     assert "Hunks: " in res.stdout and "fuzz" not in res.stdout and "already-applied" not in res.stdout
     text = (root / "patches/engine.patch").read_text()
     assert "process(ids)" not in text  # the applied hunk is gone
@@ -202,7 +204,8 @@ def test_unsafe_fixes_only_when_asked(tmp_path):
     root = _setup(tmp_path)
     res = invoke_in(root, ["check", "--no-cache", "--fix", "patches/docker.patch"])
     assert res.exit_code == 1
-    assert "1 fix available with --unsafe-fixes." in res.stderr
+    hint = "No fixes available (1 hidden fix can be enabled with the `--unsafe-fixes` option)."
+    assert hint in " ".join(res.stdout.split())  # wrapped to the width
     assert (root / "patches/docker.patch").read_text() == DOCKER
     res = invoke_in(root, ["check", "--no-cache", "--fix", "--unsafe-fixes", "patches/docker.patch"])
     assert res.exit_code == 0, res.stderr
@@ -215,7 +218,7 @@ def test_overlapping_fixes_are_applied_over_passes(tmp_path):
     (root / "env.py").write_text(f'os.environ["{VAR}"] = "0"  # patchaudit: ignore[PA999]\n')
     res = invoke_in(root, ["check", "--no-cache", "--extend-select", "PA001", "--fix", "--unsafe-fixes", "env.py"])
     assert (root / "env.py").read_text() == f'os.environ["{VAR}"] = "1"\n'
-    assert "2 fixed, 0 remaining" in res.stderr
+    assert "2 fixed, 0 remaining" in res.stdout
 
 
 def _finding(path: str, fix: Fix, code: str = "PA104") -> Finding:

@@ -164,7 +164,7 @@ def test_pa304_recipe_order_matches_git_apply(tmp_path, monkeypatch):
             tmp_path / f"t{fails}", {"docker/Dockerfile": DOCKERFILE.replace("sglang-b.patch sglang-a.patch", order)}
         )
         monkeypatch.chdir(tree)
-        out = CliRunner().invoke(main, ["check", "docker", "--no-cache", "--select", "PA304"])
+        out = CliRunner().invoke(main, ["check", "docker", "--no-cache", "--select", "PA304", "--output-format", "concise"])
         assert ("applied earlier by the recipe" in out.stdout) == fails, out.output
 
 
@@ -235,5 +235,5 @@ def test_alternatives_stack_in_the_recipe_order_like_git_apply(tmp_path, monkeyp
     # PA304 on the alternatives: in the recipe's order they stack; reversed, the second fails
     assert "PA304" not in CliRunner().invoke(main, ["check", "docker", "--no-cache", "--select", "PA304"]).stdout
     (tree / "docker/Dockerfile").write_text(DOCKERFILE)
-    out = CliRunner().invoke(main, ["check", "docker", "--no-cache", "--select", "PA304"])
+    out = CliRunner().invoke(main, ["check", "docker", "--no-cache", "--select", "PA304", "--output-format", "concise"])
     assert "v0.5.15.post1/sglang-a.patch" in out.stdout and "applied earlier by the recipe" in out.stdout, out.output

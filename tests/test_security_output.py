@@ -60,6 +60,7 @@ def hostile_patch(path: str = QUOTED_PATH, code: str = "legacy_load_mm_data(imag
 
 def run(cwd: Path, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR", "PYTHONIOENCODING")}
+    env["COLUMNS"] = "100000"  # the text report wraps and cuts to the width: see whole lines here
     return subprocess.run([sys.executable, "-m", "patchaudit", *args], cwd=cwd, env=env,
                           stdin=subprocess.DEVNULL, capture_output=True, timeout=300)
 
@@ -346,7 +347,8 @@ def test_every_human_renderer_escapes_everything():
     from patchaudit.commands.bump import render_text as bump_text
 
     outs = {
-        "text": render("text", hostile_result()),
+        "text": render("text", hostile_result(), width=10**6),  # one line per help text
+        "text wrapped": render("text", hostile_result(), width=40),
         "github": render("github", hostile_result()),
         "markdown": render("markdown", hostile_result()),
         "bump markdown": render("markdown", hostile_bump()),

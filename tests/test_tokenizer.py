@@ -210,7 +210,8 @@ def _check(args, cwd: Path):
 
 def test_pa105_unregistered_placeholder_lists_its_pieces(tmp_path, tok_dir):
     (tmp_path / "proc.py").write_text(KIMI, encoding="utf-8")
-    res = _check(["--select", "PA105", "--tokenizer", str(tok_dir), "proc.py"], tmp_path)
+    # concise: the whole message on the finding's line (the full report wraps it)
+    res = _check(["--select", "PA105", "--output-format", "concise", "--tokenizer", str(tok_dir), "proc.py"], tmp_path)
     assert res.exit_code == 1, res.output + res.stderr
     raw = build_tokenizer().encode("<|kimi_image_placeholder|>", add_special_tokens=False)
     assert len(raw.ids) > 1

@@ -68,7 +68,15 @@ def _settings(paths, config, select, ignore, extend_select, tokenizer) -> Settin
 @click.option("--select", multiple=True, metavar="CODES", help="Rule codes or prefixes to run (comma-separated).")
 @click.option("--ignore", multiple=True, metavar="CODES", help="Rule codes or prefixes to skip.")
 @click.option("--extend-select", multiple=True, metavar="CODES", help="Codes to add to the selection.")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
+@click.option(
+    "--output-format",
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="text",
+    show_default=True,
+    help="Report format (`--format` is the same option, as in `check`).",
+)
 @click.option("--output", "-o", type=click.Path(dir_okay=False), help="Write the report to FILE.")
 @click.option("--config", type=click.Path(exists=True, dir_okay=False), help="A pyproject.toml to read.")
 @click.option(

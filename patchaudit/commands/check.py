@@ -6,17 +6,21 @@ The options follow ruff's names where patchaudit has the same thing
 `-q/--quiet`, `-s/--silent`, `--stdin-filename`, `--exit-zero`, `--no-cache`,
 `--cache-dir`, `--select`/`--ignore`/`--extend-select`, `--exclude`/`--extend-exclude`,
 `--per-file-ignores`.  Several reports in one run: `--also FORMAT:FILE` (repeatable)
-beside the main one.
+beside the main one.  ruff's other options (`--show-fixes`, `--fix-only`,
+`--exit-non-zero-on-fix`, `--fixable`/`--unfixable`, `--add-noqa`, `--show-files`,
+`--show-settings`, `--isolated`, `-v`, `--watch`) are declared in commands/conventions.py.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import time
 from typing import Any
 
 import click
 
+from patchaudit.commands import conventions as conv
 from patchaudit.commands.fixopts import fix_options, run_fixes, wants_fixes
 from patchaudit.commands.options import parse_engine_option
 from patchaudit.config.local_rules import activate as activate_local_rules
@@ -29,11 +33,24 @@ from patchaudit.config.settings import (
     project_root,
 )
 from patchaudit.model.escape import safe
-from patchaudit.reporters import available_formats, render, render_statistics
+from patchaudit.reporters import HUMAN_FORMATS, available_formats, render, render_statistics
 from patchaudit.reporters.progress import FileProgress
 
 #: the values of `--output-format`: `text` is `full` (the default, today's output)
-OUTPUT_FORMATS = ["full", "concise", "text", "json", "json-lines", "sarif", "github"]
+OUTPUT_FORMATS = [
+    "full",
+    "concise",
+    "text",
+    "grouped",
+    "json",
+    "json-lines",
+    "sarif",
+    "github",
+    "gitlab",
+    "junit",
+    "pylint",
+    "rdjson",
+]
 SEVERITIES = ["info", "warning", "error"]
 
 
@@ -45,9 +62,10 @@ def _split_codes(values: tuple[str, ...]) -> list[str]:
 
 
 def build_settings(
-    paths, config, select, ignore, extend_select, engine, jobs, no_cache, tokenizer, cache_dir=None
+    paths, config, select, ignore, extend_select, engine, jobs, no_cache, tokenizer, cache_dir=None, isolated=False
 ) -> Settings:
-    cfg_path = config or find_pyproject(list(paths))
+    """`isolated` (`--isolated`): no configuration file is looked for."""
+    cfg_path = config or (None if isolated else find_pyproject(list(paths)))
     if cfg_path:
         settings = load_pyproject(cfg_path)  # its `extend-rules` are the run's local rules
     else:
@@ -191,6 +209,11 @@ def _run(paths: list[str], settings: Settings, opts: dict[str, Any], stdin: bool
     return result
 
 
+def _shows_fixes(opts: dict[str, Any]) -> bool:
+    """`--show-fixes` without `--fix`: each finding's fix under it (with --fix: the list)."""
+    return bool(opts.get("show_fixes")) and not opts.get("fix")
+
+
 def _report(result, paths: list[str], opts: dict[str, Any]) -> None:
     """Warnings and errors on stderr, the report(s) on stdout or in files."""
     fmt, output = opts["fmt"], opts["output"]
@@ -207,10 +230,16 @@ def _report(result, paths: list[str], opts: dict[str, Any]) -> None:
     for err in result.errors:
         click.echo(safe(err), err=True)  # errors are shown even with --silent: exit code 2 says why
     color = use_color(output, opts["color"])
+    unsafe = bool(opts.get("unsafe_fixes"))
     if opts["statistics"]:
-        text = render_statistics(fmt, result)
+        text = render_statistics(fmt, result, unsafe)
     else:
-        text = render(fmt, result, color=color, quiet=opts["quiet"])
+        text = render(fmt, result, color=color, quiet=opts["quiet"], unsafe_fixes=unsafe, show_fixes=_shows_fixes(opts))
+    if opts.get("fixed_text") and not opts["quiet"]:  # --show-fixes after --fix: what was fixed
+        if fmt in HUMAN_FORMATS and not output:
+            text = opts["fixed_text"] + text
+        else:
+            click.echo(opts["fixed_text"], nl=False, err=True)  # output-safe: conventions.render_fixed escapes
     if not silent or output:
         emit(text, output, color)
     for also_fmt, path in parse_also(opts["also"]):
@@ -269,9 +298,18 @@ def _report(result, paths: list[str], opts: dict[str, Any]) -> None:
 @click.option("--config", type=click.Path(exists=True, dir_okay=False), help="A pyproject.toml to read.")
 @click.option("--exclude", multiple=True, metavar="GLOB", help="Exclude patterns, replacing the configuration's.")
 @click.option("--extend-exclude", multiple=True, metavar="GLOB", help="Exclude patterns added to the configuration's.")
-@click.option("--per-file-ignores", multiple=True, metavar="GLOB:CODES", help="Codes to skip in files matching GLOB.")
+@click.option(
+    "--per-file-ignores",
+    "--extend-per-file-ignores",
+    "per_file_ignores",
+    multiple=True,
+    metavar="GLOB:CODES",
+    help="Codes to skip in files matching GLOB (added to the configuration's).",
+)
 @click.option("--jobs", "-j", type=click.IntRange(min=1), help="Worker processes (default: number of cores).")
-@click.option("--no-cache", is_flag=True, help="Do not read or write the result cache (also: PATCHAUDIT_NO_CACHE=1).")
+@click.option(
+    "--no-cache", "-n", is_flag=True, help="Do not read or write the result cache (also: PATCHAUDIT_NO_CACHE=1)."
+)
 @click.option(
     "--cache-dir",
     type=click.Path(file_okay=False),
@@ -282,7 +320,7 @@ def _report(result, paths: list[str], opts: dict[str, Any]) -> None:
 @click.option(
     "--tokenizer", type=click.Path(), help="tokenizer.json or a model folder, for the rules that need a tokenizer."
 )
-@click.option("--exit-zero", is_flag=True, help="Exit 0 even when findings are reported.")
+@click.option("--exit-zero", "-e", is_flag=True, help="Exit 0 even when findings are reported.")
 @click.option(
     "--diff-base",
     metavar="REF",
@@ -303,44 +341,146 @@ def _report(result, paths: list[str], opts: dict[str, Any]) -> None:
     help="Record today's findings in FILE (accepting them: exit 0).",
 )
 @fix_options  # --fix, --unsafe-fixes, --diff (commands/fixopts.py)
+@conv.convention_options  # ruff's other options (commands/conventions.py)
 def check(paths, **opts) -> None:
     """Check patches, Python and other text files under PATHS (default: .; `-`: standard input)."""
-    from patchaudit.inputs.diffbase import DiffBaseError
-    from patchaudit.pipeline.baseline import BaselineError
-    from patchaudit.pipeline.results import RunError
-
     paths = list(paths) or ["."]
     if opts["fmt"] not in available_formats():
         raise click.UsageError(f"format {opts['fmt']!r} is not available in this build")
     parse_also(opts["also"])  # a bad --also is a usage error before the scan
     stdin = _stdin_paths(paths, opts["stdin_filename"])
+    conv.check_usage(opts, stdin)
+    if opts["watch"]:
+        sys.exit(_watch(paths, opts))
+    sys.exit(check_once(paths, opts, stdin))
+
+
+def _settings(paths: list[str], opts: dict[str, Any], stdin: bool) -> Settings:
+    settings = build_settings(
+        [opts["stdin_filename"]] if stdin else paths,
+        opts["config"],
+        opts["select"],
+        opts["ignore"],
+        opts["extend_select"],
+        opts["engine"],
+        opts["jobs"],
+        opts["no_cache"],
+        opts["tokenizer"],
+        opts["cache_dir"],
+        isolated=opts["isolated"],
+    )
+    _file_options(settings, opts)
+    origin = settings.config_path or ("none (--isolated)" if opts["isolated"] else "none: the defaults")
+    conv.verbose(opts, f"configuration: {origin}")
+    return settings
+
+
+def _show(paths: list[str], settings: Settings, opts: dict[str, Any]) -> int:
+    """--show-files / --show-settings: print, exit 0 (2 when a path cannot be read)."""
+    from patchaudit.config.registry import rule_index, select_codes
+    from patchaudit.inputs.discover import discover
+    from patchaudit.reporters.settings import render_files, render_settings
+
+    if opts["show_settings"]:
+        try:
+            codes = select_codes(rule_index(), settings.select, settings.ignore, settings.extend_select)
+        except KeyError as exc:
+            raise ConfigError(f"unknown rule code or prefix {exc.args[0]!r}") from None
+        origin = settings.config_path or ("none (--isolated)" if opts["isolated"] else "none: the defaults")
+        emit(render_settings(settings, codes, origin), None)
+        return 0
+    files, errors = discover(paths, settings.exclude)
+    emit(render_files(files), None)
+    for err in errors:
+        click.echo(safe(err), err=True)
+    return 2 if errors else 0
+
+
+def check_once(paths: list[str], opts: dict[str, Any], stdin: bool = False) -> int:
+    """One check: its report printed, its exit code returned."""
+    from patchaudit.inputs.diffbase import DiffBaseError
+    from patchaudit.pipeline.baseline import BaselineError
+    from patchaudit.pipeline.results import RunError
+
+    started = time.monotonic()
+    opts["fixed_text"] = ""
     try:
-        settings = build_settings(
-            [opts["stdin_filename"]] if stdin else paths,
-            opts["config"],
-            opts["select"],
-            opts["ignore"],
-            opts["extend_select"],
-            opts["engine"],
-            opts["jobs"],
-            opts["no_cache"],
-            opts["tokenizer"],
-            opts["cache_dir"],
-        )
-        _file_options(settings, opts)
+        settings = _settings(paths, opts, stdin)
+        if opts["show_files"] or opts["show_settings"]:
+            return _show(paths, settings, opts)
         result = _run(paths, settings, opts, stdin)
+        conv.restrict_fixes(result.findings, opts, settings)  # --fixable / --unfixable
+        conv.verbose(
+            opts,
+            f"{result.files} file{'s' if result.files != 1 else ''} checked ({result.cached} from the cache"
+            f"{', the whole run replayed' if result.replayed else ''}) in {time.monotonic() - started:.2f}s",
+        )
+        if opts["add_noqa"]:
+            return conv.add_noqa(result, settings, opts["quiet"] or opts["silent"])
         # --fix / --diff / --unsafe-fixes (commands/fixopts.py): --diff ends the run here
         if wants_fixes(opts, stdin):
+            before = list(result.findings)
             fixed_code = run_fixes(result, settings, opts)
             if fixed_code is not None:
-                sys.exit(fixed_code)
+                return fixed_code
+            if opts["show_fixes"]:
+                paths_fixed = {f.path for f in before}
+                fixed = conv.fixed_by_file(before, result.findings, paths_fixed, bool(opts["unsafe_fixes"]))
+                opts["fixed_text"] = conv.render_fixed(fixed)
     except (ConfigError, RunError, BaselineError, DiffBaseError) as exc:
         click.echo(safe(f"patchaudit: error: {exc}"), err=True)
-        sys.exit(2)
-    _report(result, paths, opts)
-    code = result.exit_code
+        return 2
+    return _finish(result, paths, opts)
+
+
+def _finish(result, paths: list[str], opts: dict[str, Any]) -> int:
+    """The report (none with --fix-only) and the exit code."""
+    fixed = getattr(result, "fixed", 0)
+    if opts["fix_only"]:
+        for err in result.errors:
+            click.echo(safe(err), err=True)
+        if not (opts["quiet"] or opts["silent"]):
+            done = f"Fixed {fixed} finding{'s' if fixed != 1 else ''}."
+            click.echo(opts["fixed_text"] + done)  # output-safe: escaped by conventions.render_fixed; a number
+        code = 2 if result.errors else 0
+    else:
+        _report(result, paths, opts)
+        code = result.exit_code
     if opts["write_baseline_file"] and code == 1:
         code = 0
     if opts["exit_zero"] and code == 1:
         code = 0
-    sys.exit(code)
+    if opts["exit_non_zero_on_fix"] and fixed and code == 0:
+        code = 1
+    return code
+
+
+def _watch_settings(paths: list[str], opts: dict[str, Any]) -> Settings:
+    """The settings the watcher discovers files with (a broken configuration: the defaults;
+    the check itself reports it)."""
+    try:
+        return _settings(paths, {**opts, "verbose": False}, False)
+    except ConfigError:
+        return Settings()
+
+
+def _watch(paths: list[str], opts: dict[str, Any]) -> int:
+    """--watch: check, then poll for changes and check again (commands/conventions.py)."""
+    from patchaudit.pipeline.watch import snapshot
+
+    interval, cycles = conv.watch_settings()
+    runs, code = 0, 0
+    try:
+        while True:
+            # the snapshot is taken before the check: a change made while it runs starts the next
+            seen = snapshot(paths, _watch_settings(paths, opts))
+            code = check_once(paths, dict(opts))
+            runs += 1
+            if cycles and runs >= cycles:
+                return code
+            click.echo("patchaudit: watching for file changes (Ctrl-C stops).", err=True)
+            while snapshot(paths, _watch_settings(paths, opts)) == seen:
+                time.sleep(interval)
+            click.echo("patchaudit: a file changed: checking again.", err=True)
+    except KeyboardInterrupt:
+        return code

@@ -44,7 +44,8 @@ def run_fixes(result, settings, opts: dict[str, Any], refilter=None) -> int | No
     """Apply (or, with --diff, print) the fixes of `result`.  With --diff the command ends
     here: the exit code is returned.  With --fix the changed files are written and
     `result.findings` becomes what remains; None is returned (the report follows)."""
-    from patchaudit.pipeline.fix import fix_findings, summary, write_fixes
+    from patchaudit.pipeline.fix import fix_findings, write_fixes
+    from patchaudit.reporters import HUMAN_FORMATS
     from patchaudit.reporters.fixdiff import render
 
     quiet = opts.get("quiet") or opts.get("silent")
@@ -57,8 +58,13 @@ def run_fixes(result, settings, opts: dict[str, Any], refilter=None) -> int | No
         if text:
             click.echo(text, nl=False)  # output-safe: reporters/fixdiff.py escapes what it renders
         if not quiet:
-            for line in summary(outcome, diff=True):
-                click.echo(safe(line), err=True)
+            n, hidden = outcome.fixed, outcome.unsafe_available
+            click.echo(f"Would fix {n} finding{'s' if n != 1 else ''}.", err=True)  # output-safe: a number
+            if hidden:
+                more = (
+                    f"{hidden} hidden fix{'es' if hidden != 1 else ''} can be enabled with the `--unsafe-fixes` option."
+                )
+                click.echo(more, err=True)  # output-safe: a number
         if result.errors:
             for err in result.errors:
                 click.echo(safe(err), err=True)
@@ -67,11 +73,13 @@ def run_fixes(result, settings, opts: dict[str, Any], refilter=None) -> int | No
     errors = write_fixes(outcome, settings.project_root)
     result.errors.extend(errors)
     result.findings = outcome.remaining
+    result.fixed = 0 if errors else outcome.fixed  # the report's summary says how many
     if not errors:  # the hunk summary of exact mode: the fixed patches' own
         fixed = {f.path: f.hunks for f in outcome.changed if f.hunks is not None}
         result.hunks = [h for h in result.hunks if h.get("patch") not in fixed]
         result.hunks += [h for hunks in fixed.values() for h in hunks]
-    if not quiet:
-        for line in summary(outcome, diff=False):
-            click.echo(safe(line), err=True)
+    # one summary: a report for a person ends with it (reporters/text.py); any other says it here
+    if not quiet and opts.get("fmt") not in HUMAN_FORMATS and not opts.get("fix_only"):
+        n, left = result.fixed, len(result.findings)
+        click.echo(f"Fixed {n} finding{'s' if n != 1 else ''} ({left} remaining).", err=True)  # output-safe: numbers
     return None

@@ -1,10 +1,12 @@
-"""Run settings: command-line options merged over `[tool.patchaudit]`.
+"""Run settings: command-line options merged over the configuration file.
 
 `Settings` is what the runner reads.  `find_pyproject` finds the nearest
-pyproject.toml with a `[tool.patchaudit]` table at or above the run's project
-root (`project_root`: never a nested one the paths happen to name), and
-`load_pyproject` validates it: unknown keys and bad values raise `ConfigError`
-naming the file and the key (exit code 2).
+configuration at or above the run's project root (`project_root`: never a nested one the
+paths happen to name): in each folder, as ruff, `.patchaudit.toml`, then `patchaudit.toml` (the
+keys at the top level; found even when empty; a file holding only a `[tool...]` table is read
+as a pyproject.toml, so `--config ci.toml` with `[tool.patchaudit]` keeps working), then a
+pyproject.toml with a `[tool.patchaudit]` table; `load_pyproject` reads one and validates it:
+unknown keys and bad values raise `ConfigError` naming the file and the key (exit code 2).
 
 The configuration of a checked tree is the pull request's: it cannot raise the
 safety limits past hard caps.  `max-nesting` above `HARD_MAX_NESTING` (libcst's
@@ -127,6 +129,9 @@ class Settings:
     #: the local rules' codes and a digest of their sources (part of the result cache's key)
     local_rules: tuple[str, ...] = ()
     local_rules_stamp: str = ""
+    #: `fixable` / `unfixable` (ruff's): the rules whose fixes `--fix` applies (None: all)
+    fixable: list[str] | None = None
+    unfixable: list[str] = field(default_factory=list)
 
     def options_for(self, code: str) -> dict[str, Any]:
         return self.rule_options.get(code, {})
@@ -150,11 +155,13 @@ _KEYS = {
     "max-nesting",
     "max-parse-size",
     "extend-rules",
+    "fixable",
+    "unfixable",
 }
 
 
 #: what marks the folder of a project (the current directory's decides the run's root)
-ROOT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
+ROOT_MARKERS = (".patchaudit.toml", "patchaudit.toml", "pyproject.toml", "setup.py", "setup.cfg", ".git")
 
 
 def _common_parent(paths: list[str]) -> str:
@@ -199,18 +206,39 @@ def project_root(paths: list[str]) -> str:
     return start
 
 
+#: the configuration files of one folder, the first found wins (ruff: .ruff.toml, ruff.toml,
+#: pyproject.toml); our own files hold the keys at the top level
+CONFIG_NAMES = (".patchaudit.toml", "patchaudit.toml", "pyproject.toml")
+
+
+def own_config(path: Path | str) -> bool:
+    """Whether `path` holds the keys at its top level (any file but a pyproject.toml)."""
+    return Path(path).name != "pyproject.toml"
+
+
+def _config_in(folder: Path) -> Path | None:
+    for name in CONFIG_NAMES:
+        cand = folder / name
+        # a FIFO, a device or a dangling link of that name is an error, not skipped
+        if not os.path.lexists(cand) or cand.is_dir():
+            continue
+        if own_config(cand):
+            return cand
+        data = _read_toml(cand)
+        tool = data.get("tool", {})
+        if isinstance(tool, dict) and "patchaudit" in tool:
+            return cand
+    return None
+
+
 def find_pyproject(paths: list[str]) -> Path | None:
-    """The run's configuration: the nearest `pyproject.toml` with a `[tool.patchaudit]` table at
-    or above `project_root(paths)` (so at or above every path), or None."""
+    """The run's configuration: the nearest configuration file (module docstring) at or above
+    `project_root(paths)` (so at or above every path), or None."""
     cur = Path(project_root(paths))
     while True:
-        cand = cur / "pyproject.toml"
-        # a FIFO, a device or a dangling link named pyproject.toml is an error, not skipped
-        if os.path.lexists(cand) and not cand.is_dir():
-            data = _read_toml(cand)
-            tool = data.get("tool", {})
-            if isinstance(tool, dict) and "patchaudit" in tool:
-                return cand
+        found = _config_in(cur)
+        if found is not None:
+            return found
         if cur.parent == cur:
             return None
         cur = cur.parent
@@ -297,13 +325,31 @@ def _set_limit(s: Settings, path: Path, key: str, value: Any) -> None:
 
 
 def load_pyproject(path: Path | str, local_rules: bool = True) -> Settings:
-    """The settings of the configuration `path`; its `extend-rules` are imported (the run's
-    local rules) unless `local_rules` is false (a command that runs no rule)."""
+    """The settings of a configuration file: a pyproject.toml's `[tool.patchaudit]`, or
+    the top level of any other file (`patchaudit.toml`, `.patchaudit.toml`); its
+    `extend-rules` are imported (the run's local rules) unless `local_rules` is false (a
+    command that runs no rule)."""
     path = Path(path)
+    if not own_config(path):
+        return _load(path, None, local_rules)
     doc = _read_toml(path)
-    data = doc.get("tool", {}).get("patchaudit") if isinstance(doc.get("tool"), dict) else None
+    if set(doc) == {"tool"}:  # `--config ci.toml` holding a `[tool.patchaudit]` table, as before
+        return _load(path, None, local_rules)
+    try:
+        s = _load(path, doc, local_rules)
+    except ConfigError as exc:  # the messages name the table of a pyproject.toml: not ours
+        raise ConfigError(str(exc).replace("[tool.patchaudit] ", "")) from None
+    s.problems = [type(p)(p.path, p.message.replace("[tool.patchaudit] ", ""), p.line) for p in s.problems]
+    return s
+
+
+def _load(path: Path, data: Any, local_rules: bool = True) -> Settings:
+    """`data`: the table to read (an own file's top level), or None for a pyproject.toml."""
     if data is None:
-        raise ConfigError(f"{path}: no [tool.patchaudit] table")
+        doc = _read_toml(path)
+        data = doc.get("tool", {}).get("patchaudit") if isinstance(doc.get("tool"), dict) else None
+        if data is None:
+            raise ConfigError(f"{path}: no [tool.patchaudit] table")
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: [tool.patchaudit] must be a table")
     s = Settings(config_path=str(path))
@@ -360,6 +406,10 @@ def load_pyproject(path: Path | str, local_rules: bool = True) -> Settings:
             _set_limit(s, path, key, value)
         elif key == "extend-rules":
             s.extend_rules = _str_list(path, key, value)
+        elif key == "fixable":
+            s.fixable = _str_list(path, key, value)
+        elif key == "unfixable":
+            s.unfixable = _str_list(path, key, value)
     if local_rules:
         _load_local_rules(path, s)
         _check_rules(path, s)
@@ -507,7 +557,7 @@ def _key_line(path: Path, key: str) -> int | None:
     def dotted(s: str) -> str:
         return ".".join(p.strip().strip("\"'") for p in s.split("."))
 
-    want, table = f"tool.patchaudit.{key}", ""
+    want, table = (key if own_config(path) else f"tool.patchaudit.{key}"), ""
     for n, line in enumerate(text.splitlines(), 1):
         header = re.match(r"\s*\[\[?([^\]]*)\]", line)
         if header:

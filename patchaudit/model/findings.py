@@ -114,6 +114,11 @@ class Finding:
     fingerprint: str | None = None
     #: how to fix it (`--fix`), or None; not part of the JSON shape
     fix: Fix | None = None
+    #: the reported file's lines `line`.. (at most a few), for the text report's source frame;
+    #: not part of the JSON shape (patchaudit/pipeline/suppression.py, `attach_source`)
+    source: list[str] = field(default_factory=list)
+    #: the line number, in the reported file, of `context[0]` (a patch's hunk), when known
+    context_line: int | None = None
 
     def sort_key(self) -> tuple:
         return (self.path, self.line, self.column, self.code, self.message)

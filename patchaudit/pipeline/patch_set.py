@@ -24,7 +24,12 @@ from patchaudit.model.findings import FileError, Finding, TraceStep
 from patchaudit.pipeline.reports import to_finding
 from patchaudit.pipeline.results import RunError
 from patchaudit.pipeline.run_rules import context_for, needs_met
-from patchaudit.pipeline.suppression import apply_per_file_ignores, apply_suppressions, settle_regions
+from patchaudit.pipeline.suppression import (
+    apply_per_file_ignores,
+    apply_suppressions,
+    attach_source,
+    settle_regions,
+)
 from patchaudit.units.suppression import parse_suppression, suppressible_patch_lines
 
 
@@ -124,6 +129,7 @@ def run_patch_set_rules(files, rules, settings, result, plan=None) -> None:
                 if ok and codes is None:
                     bare_used.add((path, line))
         settle_regions(kept, cast("PatchFile", unit.patch).lines)  # regions end after they start
+        attach_source(kept, cast("PatchFile", unit.patch).lines)  # the text report's source frame
         assign_fingerprints(kept, cast("PatchFile", unit.patch).lines, is_patch=True)
         result.findings.extend(kept)
     if bare_used:

@@ -36,6 +36,8 @@ class RunResult:
     warnings: list[str] = field(default_factory=list)
     #: the result of an earlier run, replayed: nothing it read changed (pipeline/replay.py)
     replayed: bool = False
+    #: findings `--fix` fixed (the text report's summary counts them apart)
+    fixed: int = 0
 
     @property
     def exit_code(self) -> int:

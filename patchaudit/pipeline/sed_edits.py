@@ -29,6 +29,7 @@ def run_sed_rules(plan, rules: list, settings, engines: Any, tokenizer: Any, res
     from patchaudit.pipeline.suppression import (
         apply_per_file_ignores,
         apply_suppressions,
+        attach_source,
         dedupe_findings,
         settle_regions,
     )
@@ -60,6 +61,7 @@ def run_sed_rules(plan, rules: list, settings, engines: Any, tokenizer: Any, res
         lines = source_lines(text)
         kept, _ = apply_suppressions(apply_per_file_ignores(dedupe_findings(findings), settings), lines)
         settle_regions(kept, lines)  # regions end after they start
+        attach_source(kept, lines)  # the text report's source frame
         assign_fingerprints(kept, lines, is_patch=False)
         result.findings.extend(kept)
         result.errors.extend(fr.errors)

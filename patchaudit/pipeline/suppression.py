@@ -102,6 +102,34 @@ def settle_regions(findings: list[Finding], lines: list[str]) -> None:
             f.end_line, f.end_column = line, column + 1
 
 
+#: the most lines of a finding's region kept for the text report's source frame
+SOURCE_LINES = 4
+
+
+def attach_source(findings: list[Finding], lines: list[str]) -> None:
+    """Keep with each finding the reported file's lines of its region (at most
+    `SOURCE_LINES`) for the text report's source frame, and where a patch hunk shown
+    under it (`context`) starts in the file."""
+    for f in findings:
+        if 0 < f.line <= len(lines):
+            end = max(f.line, min(f.end_line or f.line, f.line + SOURCE_LINES - 1, len(lines)))
+            f.source = lines[f.line - 1 : end]
+        if f.context and f.context_line is None:
+            f.context_line = _context_start(f.context, lines, f.line)
+
+
+def _context_start(context: list[str], lines: list[str], line: int) -> int | None:
+    """The 1-based line of `lines` where `context` (a hunk as shown, ending in `...` when
+    cut) starts, at or before `line`."""
+    shown = context[:-1] if context[-1:] == ["..."] else context
+    if not shown:
+        return None
+    for i in range(min(line, len(lines)) - 1, max(-1, line - 1 - 10_000), -1):
+        if lines[i] == shown[0] and lines[i : i + len(shown)] == shown:
+            return i + 1
+    return None
+
+
 def finish_findings(
     src: SourceFile,
     result: FileResult,
@@ -136,4 +164,5 @@ def finish_findings(
     from patchaudit.pipeline.baseline import assign_fingerprints
 
     settle_regions(result.findings, raw_lines)
+    attach_source(result.findings, raw_lines)
     assign_fingerprints(result.findings, raw_lines, is_patch=src.kind == PATCH)

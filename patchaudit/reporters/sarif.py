@@ -15,7 +15,10 @@ docs/rules.md), `driver.informationUri` (the project), one result per finding:
 - `codeFlows`: the trace of a dataflow rule (PA102, PA103) as one thread flow, each
   step at its own file's location (a whole-repository trace crosses modules);
 - `partialFingerprints["patchaudit/v1"]`: the finding's fingerprint (see
-  patchaudit/pipeline/baseline.py), stable across line moves.
+  patchaudit/pipeline/baseline.py), stable across line moves;
+- `fixes`: the finding's fix, when its rule offers one (`--fix`, or `--unsafe-fixes`
+  for an unsafe one, says so in the description): one artifact change of the
+  reported file, its line edits as replacements of whole lines.
 
 Files that could not be read become `toolExecutionNotifications` and make
 `executionSuccessful` false.  The output validates against the official
@@ -171,6 +174,9 @@ def result_object(f, rule_index: dict[str, int]) -> dict[str, Any]:
         out["relatedLocations"] = related
     if f.fingerprint:
         out["partialFingerprints"] = {FINGERPRINT_KEY: f.fingerprint}
+    fixes = _fixes(f)
+    if fixes:
+        out["fixes"] = fixes
     if flow_steps:
         steps = []
         for k, s in enumerate(flow_steps):
@@ -179,6 +185,26 @@ def result_object(f, rule_index: dict[str, int]) -> dict[str, Any]:
             steps.append({"location": loc, "executionOrder": k + 1})
         out["codeFlows"] = [{"message": {"text": f"trace of {f.code}"}, "threadFlows": [{"locations": steps}]}]
     return out
+
+
+def _replacement(edit) -> dict[str, Any]:
+    """Lines `line`..`end_line` replaced by `new_lines` (an insertion before `line` when
+    `end_line == line - 1`): the deleted region runs from the start of `line` to the start
+    of the line after `end_line`, so the inserted text ends with its line break."""
+    deleted = {"startLine": edit.line, "startColumn": 1, "endLine": max(edit.line, edit.end_line + 1), "endColumn": 1}
+    text = "".join(line + "\n" for line in edit.new_lines)
+    return {"deletedRegion": deleted, "insertedContent": {"text": text}}
+
+
+def _fixes(f) -> list[dict[str, Any]]:
+    from patchaudit.reporters.fixable import offered_fix
+
+    fx = offered_fix(f)
+    if fx is None:
+        return []
+    how = "safe: --fix" if fx.safe else "unsafe: --fix --unsafe-fixes"
+    change = {"artifactLocation": _uri(f.path), "replacements": [_replacement(e) for e in fx.edits]}
+    return [{"description": {"text": f"{fx.description} ({how})"}, "artifactChanges": [change]}]
 
 
 def to_sarif(result, rules=None) -> dict[str, Any]:
@@ -236,5 +262,5 @@ def to_sarif(result, rules=None) -> dict[str, Any]:
     }
 
 
-def render(result, *, color: bool = False, rules=None) -> str:
+def render(result, *, color: bool = False, rules=None, **_: Any) -> str:
     return json_text(to_sarif(result, rules)) + "\n"
