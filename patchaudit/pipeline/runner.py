@@ -12,12 +12,14 @@ content and the run's settings, which is what makes the per-file cache sound.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from patchaudit.config.settings import Settings
 from patchaudit.inputs.discover import PATCH
 from patchaudit.model.findings import Finding
 from patchaudit.pipeline.context import engine_warnings, load_tokenizer, open_engines
+from patchaudit.pipeline.plan_inputs import PLAN_KINDS
 from patchaudit.pipeline.results import RunError, RunResult, unique_errors
 
 __all__ = ["run_check"]
@@ -76,23 +78,22 @@ def _check(paths: list[str], settings: Settings, metas: list, codes: list[str], 
         from patchaudit.pipeline.repo_index import prepare_repo
 
         metas = prepare_repo(paths, files, settings, metas, root, jobs, errors)
+    # the build's recipes and the configuration's bindings, from the project root: which
+    # patch goes to which engine, in which order, with which command (pipeline/plan.py)
+    planned = any(f.kind in PLAN_KINDS for f in files)
+    plan, extra, said = _plan(paths, files, settings, root, errors) if planned else (None, [], [])
     engines = open_engines(settings)
     tokenizer = load_tokenizer(settings)
     # values of the configuration refused (a limit above its hard cap): errors of the run
     result = RunResult(errors=list(settings.problems) + list(errors), files=len(files))
     result.warnings.extend(engine_warnings(engines))
-    # the build's recipes and the configuration's bindings: which patch goes to which
-    # engine, in which order, with which command (pipeline/plan.py)
-    plan = None
-    if any(f.kind in (PATCH, "shell", "dockerfile") for f in files):
-        from patchaudit.pipeline.plan import build_plan, sed_warnings
+    if plan is not None:
         from patchaudit.pipeline.scope import engine_scope
 
-        plan = build_plan(files, settings)
-        result.errors.extend(plan.errors)
-        scope = engine_scope(plan, engines)
+        run = {os.path.abspath(f.path) for f in files}
+        scope = engine_scope(plan, engines, run)
         settings.patch_scope = scope.entries
-        result.warnings.extend(scope.warnings + sed_warnings(plan))
+        result.warnings.extend(scope.warnings + said)
     # after the plan: in exact mode the key covers each patch's scope (pipeline/exact_cache.py)
     cache = ResultCache.for_run(settings, codes, engines) if root is not None else None
     done = (lambda: progress(len(files))) if progress is not None else None
@@ -119,11 +120,37 @@ def _check(paths: list[str], settings: Settings, metas: list, codes: list[str], 
     if any(m.patch_set for m in metas) and any(f.kind == PATCH for f in files):
         from patchaudit.pipeline.patch_set import run_patch_set_rules
 
-        run_patch_set_rules(files, [m.load() for m in metas], settings, result, plan=plan)
+        run_patch_set_rules(files, [m.load() for m in metas], settings, result, plan=plan, others=extra)
     # `sed -i` edits of engine files in build scripts (units/sed.py): once per run
     if plan is not None and plan.seds:
         from patchaudit.pipeline.sed_edits import run_sed_rules
 
         run_sed_rules(plan, [m.load() for m in metas], settings, engines, tokenizer, result)
+    if extra:  # the root's other patches and recipes were read for the plan: the run reports its own files
+        own = {os.path.abspath(f.path) for f in files}
+        result.findings = [f for f in result.findings if os.path.abspath(f.path) in own]
     result.findings.sort(key=Finding.sort_key)
     return result
+
+
+def _plan(paths: list[str], files: list, settings: Settings, root: Any, errors: list) -> tuple[Any, list, list[str]]:
+    """The plan of the project root (pipeline/plan_inputs.py), the engines it needs added
+    to the run's (pipeline/plan_engines.py); (plan, the root's files outside the run, the
+    run's warnings about it).  A recipe of the run that cannot be read is an error; one of
+    the root's others, a warning."""
+    from patchaudit.pipeline.plan import build_plan, sed_warnings
+    from patchaudit.pipeline.plan_engines import complete_engines
+    from patchaudit.pipeline.plan_inputs import plan_files
+
+    planned, extra, top = plan_files(paths, files, settings, root)
+    plan = build_plan(planned, settings, root=top)
+    run = {os.path.abspath(f.path) for f in files}
+    said: list[str] = []
+    for e in plan.errors:
+        if os.path.abspath(e.path) in run:
+            errors.append(e)
+        else:
+            said.append(f"{e.path}{f':{e.line}' if e.line else ''}: {e.message} (a recipe of the project root)")
+    said += complete_engines(plan, settings, run)
+    said += [w for w in sed_warnings(plan) if os.path.abspath(w.split(":", 1)[0]) in run]
+    return plan, extra, said
