@@ -107,6 +107,7 @@ def _check(paths: list[str], settings: Settings, metas: list, codes: list[str], 
             h = fr.hunks[0]
             engine = h.get("engine_title") or h["engine"]
             progress.note(f"{h['patch']} -> {engine}" + (f", {h['applier']}" if h.get("applier") else ""))
+    result.warnings.extend(_outside_notes(result.hunks))
     if settings.whole_repository:
         from patchaudit.pipeline.repo_index import forget_kept
 
@@ -154,3 +155,25 @@ def _plan(paths: list[str], files: list, settings: Settings, root: Any, errors: 
     said += complete_engines(plan, settings, run)
     said += [w for w in sed_warnings(plan) if os.path.abspath(w.split(":", 1)[0]) in run]
     return plan, extra, said
+
+
+def _outside_notes(hunks: list[dict]) -> list[str]:
+    """One note per patch whose targets the engine source cannot hold (units/exact.py
+    NOT_IN_SOURCE: `sgl-kernel/`, `test/` in a wheel), with the paths as the patch writes them."""
+    from patchaudit.units.exact import NOT_IN_SOURCE
+
+    per: dict[tuple[str, str], list[str]] = {}
+    for h in hunks:
+        if h.get("status") == NOT_IN_SOURCE:
+            got = per.setdefault((h["patch"], h.get("engine_title") or h.get("engine") or "the engine"), [])
+            if h["target"] not in got:
+                got.append(h["target"])
+    out = []
+    for (patch, engine), targets in per.items():
+        n = len(targets)
+        shown = ", ".join(targets[:3]) + (", ..." if n > 3 else "")
+        out.append(
+            f"{patch}: {n} file{'s' if n != 1 else ''} not in this engine source ({engine}: an installed engine "
+            f"holds only its packages): {shown}; {'their' if n != 1 else 'its'} hunks are judged without the engine"
+        )
+    return out

@@ -81,6 +81,7 @@ def hunk_summary(hunks: list[dict]) -> str:
         "failed",
         "already-applied",
         "missing-file",
+        "not-in-source",
         "unreadable",
         "malformed",
     ]
