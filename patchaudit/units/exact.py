@@ -34,8 +34,7 @@ from patchaudit.units import LineInfo, PythonUnit, TextUnit
 from patchaudit.units.engines import BoundedSource, EngineContext
 from patchaudit.units.exact_unit import ExactPythonUnit, original_index, syntax_error
 
-#: a hunk's status when its file is outside what the engine source holds: a wheel (an
-#: installed engine) has its Python packages only, not `sgl-kernel/`, `test/`, `docs/`
+#: a hunk's status when a wheel (an installed engine: its packages only) cannot hold its file
 NOT_IN_SOURCE = "not-in-source"
 
 
@@ -346,16 +345,10 @@ def _exact_section(
     else:
         original, orig_path, refused = _section_original(ctx, report_path, section, target, patched_so_far, result)
     if original is None:
-        from patchaudit.engine.versions import expected_file, outer_packages
+        from patchaudit.engine.versions import outside_source
 
-        # a file this kind of source cannot hold (`sgl-kernel/`, `test/` in a wheel, a path
-        # that names none of its packages): not a missing file of the engine, and the path
-        # stays the patch's own
-        outside = (
-            not refused
-            and not expected_file(ctx.source, target)
-            and not set(section.path.split("/")[:-1]) & set(outer_packages(ctx.source))
-        )
+        # not a missing file of the engine: one its kind cannot hold; the path stays the patch's
+        outside = not refused and outside_source(ctx.source, section.path, target)
         rec.missing, rec.outside = not refused and not outside, outside
         for h in good:
             records[h.index] = HunkRecord(
