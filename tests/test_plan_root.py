@@ -269,3 +269,25 @@ def test_a_fix_that_breaks_the_set_is_refused_and_one_that_keeps_it_is_written(t
     tree = tmp_path / "oracle2"
     shutil.copytree(tmp_path / "other" / "engine", tree)
     assert git_apply(tree, latest / "eng.patch", latest / "eng-b.patch") == [0, 0]
+
+
+def test_plan_of_one_patch_shows_its_set_and_only_python_seds(tmp_path):
+    root = make_repo(tmp_path)
+    write_tree(
+        root,
+        {
+            "build.sh": "sed -i '/^ *- nodefaults$/d' ~/.condarc\n"
+            "sed -i 's/a/b/' /etc/apt/sources.list\n"
+            "sed -i 's/x = 1/x = 2/' /usr/lib/python3/site-packages/sglang/x.py\n"
+        },
+    )
+    one = invoke_in(root, ["plan", "docker/patch/latest/eng-b.patch"])
+    assert one.exit_code == 0, one.output
+    assert "docker/Dockerfile:6: sglang (1.0) in /sgl-workspace/sglang" in one.output, one.output
+    assert "  2. docker/patch/latest/eng-b.patch  [git apply]" in one.output
+    assert "v0.9" not in one.output and "sed" not in one.output  # another folder's, the root's seds: not its own
+    whole = invoke_in(root, ["plan"])
+    assert "sed edits of Python files:" in whole.output and "(None)" not in whole.output
+    assert ".condarc" not in whole.output and "sources.list" not in whole.output
+    seds = json.loads(invoke_in(root, ["plan", "--format", "json"]).output)["sed"]
+    assert seds[0]["files"] == ["~/.condarc"]  # the shell's home: kept as written, never under the repository

@@ -78,3 +78,25 @@ def plan_files(paths: list[str], files: list, settings: Any, cache_root: Any = N
         listed = []
     extra = [f for f in listed if f.kind in PLAN_KINDS and os.path.abspath(f.path) not in seen]
     return own + extra, extra, root
+
+
+def project_plan(paths: list[str], settings: Any) -> tuple[Any, list]:
+    """`patchaudit plan PATHS`: (the plan of the project root, shown for the patches under
+    PATHS: the sets that hold one, whole; discovery's errors)."""
+    from patchaudit.inputs.discover import discover
+    from patchaudit.pipeline.plan import build_plan
+
+    files, errors = discover(paths, settings.exclude)
+    planned, extra, top = plan_files(paths, files, settings)
+    plan = build_plan(planned, settings, root=top)
+    if not extra:
+        return plan, errors
+    run = {os.path.abspath(f.path) for f in files}
+    plan.sets = [s for s in plan.sets if run & set(s.paths)]
+    held = {p for s in plan.sets for p in s.paths}
+    plan.assigned = {p: a for p, a in plan.assigned.items() if p in run or p in held}
+    plan.alternatives = {p: a for p, a in plan.alternatives.items() if p in run}
+    plan.unnamed = [p for p in plan.unnamed if p in run]
+    plan.seds = [(st, e) for st, e in plan.seds if os.path.abspath(st.recipe) in run]
+    plan.errors = [e for e in plan.errors if os.path.abspath(e.path) in run]
+    return plan, errors
