@@ -201,6 +201,7 @@ def test_another_version_folder_goes_to_that_versions_engine_or_none(tmp_path):
     both = ["--engine", f"sglang={tmp_path / 'engine'}", "--engine", f"sglang={tmp_path / 'engine09'}"]
     res = invoke_in(root, ["check", "--no-cache", *both, v09])
     assert f"{v09} -> sglang 0.9, git apply" in res.stdout, res.stdout
+    assert "1 patch of the folder PATCH_VERSION=v0.9 applied to sglang 0.9, its version" in res.stdout
     assert "not applied" not in res.stdout
 
 
@@ -248,9 +249,10 @@ def test_a_fix_that_breaks_the_set_is_refused_and_one_that_keeps_it_is_written(t
     assert any(f["code"] == "PA101" for f in fs), fs
     # the fix reverts eng.patch's rename: eng-b.patch's context is the renamed call
     res = invoke_in(root, ["check", "--no-cache", *engine, "--fix", "--unsafe-fixes", "docker/patch/latest/eng.patch"])
-    assert "fixes not written" in res.stderr and "eng-b.patch no longer applies with `git apply`" in res.stderr, (
-        res.stderr
-    )
+    assert (
+        "fixes not written" in res.stderr
+        and "the set's docker/patch/latest/eng-b.patch would no longer apply with `git apply`" in res.stderr
+    ), res.stderr
     assert patch.read_text() == ENG  # nothing written
     # the oracle: the refused fix would have broken the build's git apply sequence
     fixed = tmp_path / "fixed.patch"

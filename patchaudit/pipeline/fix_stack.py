@@ -58,9 +58,9 @@ def stack_breaks(path: str, texts: dict[str, str], settings: Any, engines: Any) 
     _, after = apply_stack(ctx.source.read_bytes, new, ctx.strip, ctx.prefix, applier)
     for p, was, now in zip(chain, before, after):
         if was.applied and not now.applied:
-            whose = "it" if p == path else os.path.relpath(p)
+            whose = "the fixed patch" if p == path else f"the set's {os.path.relpath(p)}"
             return (
-                f"with it, {whose} no longer applies with `{applier.describe()}` in its set "
-                f"({now.failure}): the build would stop there"
+                f"{whose} would no longer apply with `{applier.describe()}` after the set's earlier "
+                f"patches ({now.failure}): the build would stop there"
             )
     return None

@@ -86,6 +86,7 @@ class _Said:
     missing: dict[str, list[str]] = field(default_factory=dict)  # engine -> versions the plan names
     other: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # (engine, variable) -> folders
     pinned: dict[tuple[str, str], int] = field(default_factory=dict)
+    applied: dict[tuple[str, str], int] = field(default_factory=dict)  # (folder, engine title) -> patches
 
     def lines(self, given: list[tuple[int, str, str | None]]) -> list[str]:
         out = []
@@ -103,6 +104,8 @@ class _Said:
                 f"no engine of their version given (the engine given is {name} {have}); give "
                 f"--engine {name}=PATH of that version to apply them"
             )
+        for (folder, title), n in sorted(self.applied.items()):
+            out.append(f"{n} patch{'es' if n != 1 else ''} of the folder {folder} applied to {title}, its version")
         for (name, why), n in sorted(self.pinned.items()):
             have = ", ".join(v or "(no version)" for _, e, v in given if e == name)
             out.append(
@@ -126,6 +129,10 @@ def _entry(plan: Plan, path: str, a: Any, given: list[tuple[int, str, str | None
             var = a.selector[0] if a.selector else "folder"
             said.other.setdefault((a.engine, var), []).append(a.folder or "")
             return ("skip", f"the {var} folder {a.folder}, whose {a.engine} engine was not given")
+        if k != mine[0][0]:  # not the run's first engine of that name: say which one it went to
+            folder = f"{a.selector[0]}={a.folder}" if a.selector else a.folder or "?"
+            key = (folder, f"{a.engine} {dict(mine)[k]}")
+            said.applied[key] = said.applied.get(key, 0) + 1
         return ("engine", a.engine, a.applier, (), k)
     named = [v for v in (version_of(p) for p in a.pins) if v]
     if not a.pins:
