@@ -293,3 +293,23 @@ def test_plan_of_one_patch_shows_its_set_and_only_python_seds(tmp_path):
     assert ".condarc" not in whole.output and "sources.list" not in whole.output
     seds = json.loads(invoke_in(root, ["plan", "--format", "json"]).output)["sed"]
     assert seds[0]["files"] == ["~/.condarc"]  # the shell's home: kept as written, never under the repository
+
+
+def test_the_engine_a_version_folder_needs_comes_from_engine_for(tmp_path, monkeypatch):
+    """`engine_for` is the one place an engine is found by version: what it returns is
+    added to the run's engines (the resolver of NAME==VERSION answers there)."""
+    from patchaudit.config.settings import EngineSpec
+    from patchaudit.pipeline import plan_engines
+
+    root = make_repo(tmp_path)
+    asked = []
+
+    def found(plan, name, version, settings):
+        asked.append((name, version))
+        return EngineSpec(name, str(tmp_path / "engine09")) if version == "0.9" else None
+
+    monkeypatch.setattr(plan_engines, "engine_for", found)
+    res = invoke_in(root, ["check", "--no-cache", "--engine", f"sglang={tmp_path / 'engine'}", "docker/patch/"])
+    assert asked == [("sglang", "0.9")], asked  # 1.0 is the engine given: not asked
+    assert "docker/patch/v0.9/eng.patch -> sglang 0.9, git apply" in res.stdout, res.stdout
+    assert f"engine sglang 0.9 for the plan: {tmp_path / 'engine09'}" in res.stdout

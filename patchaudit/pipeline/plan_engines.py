@@ -53,6 +53,9 @@ def engine_for(plan: Plan, name: str, version: str, settings: Any) -> EngineSpec
     for spec in getattr(settings, "engines", None) or []:
         if spec.name == name and same_version(spec_version(spec), version):
             return spec
+    # the resolver of NAME==VERSION (engine-dirs, an installed distribution, the user
+    # cache, pip download) answers here: `got = resolve_engine(name, version, settings)`,
+    # `return EngineSpec(name, got.source) if got else None`
     return None
 
 

@@ -195,6 +195,8 @@ def _stack(plan: Plan, out: Scope) -> None:
             a = plan.assigned.get(p) or plan.alternatives.get(p)
             if entry is None or entry[0] != "engine" or a is None or a.set_id != set_id:
                 continue
-            if earlier:
-                out.entries[p] = (*entry[:3], tuple(earlier), *entry[4:])
+            # on the same engine only (one set of one checkout: its patches' pins agree)
+            under = tuple(q for q in earlier if out.entries[q][4:] == entry[4:])
+            if under:
+                out.entries[p] = (*entry[:3], under, *entry[4:])
             earlier.append(p)
