@@ -18,7 +18,10 @@ class HunkDoesNotApply(Rule):
     Under `git apply` the first such hunk says that the build stops there;
     under `git apply --3way` a hunk the merge cannot take is a conflict.  A file
     section whose target the engine does not have gets one finding for the
-    section (wrong engine version, wrong strip level, or the file moved).
+    section (wrong engine version, wrong strip level, or the file moved); a target
+    that kind of source cannot hold (`sgl-kernel/`, `test/` beside the package, in a
+    wheel, which holds only the installed packages) is not reported: the run notes
+    it once per patch ("not in this engine source").
     The rules still judge a failed hunk's added lines in fragment mode.
 
     ## Why is this bad?
@@ -90,12 +93,14 @@ class HunkDoesNotApply(Rule):
             if rec.missing:
                 sec = rec.section
                 stops = stop is not None and stop in rec.hunks
+                # the path as the patch writes it; the engine path it was looked up as beside it
+                looked = f" (looked up as {rec.engine_path})" if rec.engine_path and rec.engine_path != sec.path else ""
                 self.report_at(
                     sec.header_line,
                     0,
                     sec.header_line,
                     0,
-                    f"{rec.engine_path or sec.path} does not exist in {result.engine_label} "
+                    f"{sec.path} does not exist in {result.engine_label}{looked} "
                     f"(strip level {result.strip}): wrong engine version or strip level, or the file "
                     f"moved; its {len(sec.hunks)} hunk(s) were checked without the engine" + _stops(result, stops),
                 )

@@ -418,7 +418,9 @@ def test_a_file_missing_from_a_checkout_stops_git_apply_not_one_a_wheel_never_ha
     (case.root / "sglang-1.0.dist-info").mkdir()
     (case.root / "sglang-1.0.dist-info" / "METADATA").write_text("Name: sglang\nVersion: 1.0\n")
     result = case.predict(GIT)[2]
-    assert result.patch_applied and {h.status for h in result.hunks} == {"clean", "missing-file"}
+    assert result.patch_applied and {h.status for h in result.hunks} == {"clean", "not-in-source"}
+    (outside,) = [h for h in result.hunks if h.status == "not-in-source"]
+    assert outside.to_json()["target"] == "csrc/k.py"  # the path as the patch writes it
 
 
 def test_git_apply_three_way_takes_an_already_applied_change_once(tmp_path):

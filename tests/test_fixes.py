@@ -50,6 +50,7 @@ ENGINE = {
     "python/sglang/srt/qwen_vl.py": QWEN,
     "python/sglang/srt/proc.py": PROC,
     "python/sglang/srt/other.py": "a = 1\nb = 2\nc = 3\n",
+    "python/sglang/srt/other2.py": "a = 1\nb = 2\nc = 3\n",
     "docker/Dockerfile": "FROM lmsysorg/sglang:latest\nRUN pip install slime\n",
 }
 OTHER = """\
@@ -113,7 +114,8 @@ def _setup(tmp_path: Path) -> Path:
         root,
         {
             "patches/rename.patch": RENAME + OTHER,
-            "patches/engine.patch": ENGINE_PATCH + OTHER,
+            # not OTHER's file: the folder's patches are one set (PA304 judges it whole)
+            "patches/engine.patch": ENGINE_PATCH + OTHER.replace("other.py", "other2.py"),
             "patches/docker.patch": DOCKER,
             "train.py": "x = 1  # patchaudit: ignore[PA999]\n",
         },

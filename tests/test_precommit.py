@@ -204,3 +204,39 @@ def test_documented_snippets_parse_and_name_real_hooks():
     assert any(s.get("uses", "").startswith("github/codeql-action/upload-sarif") for s in steps)
     assert any("--format sarif" in s.get("run", "") for s in steps)
     assert any("--format github" in s.get("run", "") for s in steps)
+
+
+def test_hook_on_a_commit_of_one_stacked_patch_checks_it_on_its_set(hook_env, tmp_path):
+    """pre-commit passes the one changed file: patchaudit still reads the Dockerfile at the
+    root and checks `eng-b.patch` on top of `eng.patch`, with `git apply`, as the build
+    (and the root run) does; real git is the oracle that it needs `eng.patch` under it."""
+    engine = tmp_path / "engine"
+    tools = "".join(f"def tool_{i}(x):\n    return x + {i}\n\n\n" for i in range(6))
+    engine_files = {"python/sglang/__init__.py": "", "python/sglang/version.py": '__version__ = "1.0"\n',
+                    "python/sglang/srt/__init__.py": "", "python/sglang/srt/tools.py": tools}
+    user_repo(engine, engine_files).index.commit("engine")
+    head = ("diff --git a/python/sglang/srt/tools.py b/python/sglang/srt/tools.py\n"
+            "--- a/python/sglang/srt/tools.py\n+++ b/python/sglang/srt/tools.py\n@@ -19,6 +19,6 @@\n \n \n")
+    first = head + " def tool_5(x):\n-    return x + 5\n+    return x + 50\n \n \n"
+    second = head + "-def tool_5(x):\n+def tool_5(x, y=0):\n     return x + 50\n \n \n"
+    dockerfile = ("FROM lmsysorg/sglang:v1.0\nARG PATCH_VERSION=latest\n"
+                  "COPY docker/patch/${PATCH_VERSION}/eng*.patch /sgl-workspace/sglang/\n"
+                  "RUN cd /sgl-workspace/sglang && for p in eng.patch eng-b.patch; do git apply $p; done\n")
+    project = tmp_path / "project"
+    repo = user_repo(project, {"docker/Dockerfile": dockerfile, "docker/patch/latest/eng.patch": first,
+                               "docker/patch/latest/eng-b.patch": second})
+    alone = subprocess.run(["git", "apply", "--check", str(project / "docker/patch/latest/eng-b.patch")],
+                           cwd=engine, capture_output=True)
+    assert alone.returncode == 1  # the oracle: eng-b.patch alone does not apply
+    rev = git.Repo(hook_env[0]).head.commit.hexsha
+    (project / ".pre-commit-config.yaml").write_text(
+        f"repos:\n  - repo: {hook_env[0]}\n    rev: {rev}\n    hooks:\n      - id: patchaudit\n"
+        f"        args: [--no-cache, --engine, 'sglang={engine}']\n")
+    repo.index.add([".pre-commit-config.yaml"])
+    repo.index.commit("the set")
+    add(repo, {"docker/patch/latest/eng-b.patch": "Keep tool_5's new argument.\n\n" + second})
+    res = _pre_commit(hook_env, project, "run", "patchaudit", "--verbose")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert re.search(r"^patchaudit\.+Passed$", res.stdout, re.M), res.stdout
+    assert "eng-b.patch -> sglang 1.0, git apply: 1 clean" in res.stdout, res.stdout
+    assert "eng.patch ->" not in res.stdout  # only the commit's file is reported

@@ -571,7 +571,12 @@ def test_engine_warnings_reach_the_command_line(tmp_path):
                                "--engine", f"sglang={whl}", "fix.patch"])
     assert out.exit_code == 1, out.output
     assert "PA101" in out.stdout
-    assert "warning" in out.stderr and "sglang/huge.py" in out.stderr
+    # said once: in the text report's notes (stderr carries it for the machine formats)
+    assert "note: engine 'sglang'" in out.stdout and "sglang/huge.py" in out.stdout
+    assert "sglang/huge.py" not in out.stderr
+    js = invoke_in(tmp_path, ["check", "--no-cache", "--jobs", "1", "--select", "PA101", "--output-format", "json",
+                              "--engine", f"sglang={whl}", "fix.patch"])
+    assert "warning" in js.stderr and "sglang/huge.py" in js.stderr
 
 
 # --------------------------------------------------------------------------

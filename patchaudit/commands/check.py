@@ -218,7 +218,9 @@ def _report(result, paths: list[str], opts: dict[str, Any]) -> None:
     """Warnings and errors on stderr, the report(s) on stdout or in files."""
     fmt, output = opts["fmt"], opts["output"]
     quiet, silent = opts["quiet"] or opts["silent"], opts["silent"]
-    for warning in result.warnings:
+    # the text report on stdout carries the run's warnings (its `note:` lines): said once
+    in_report = fmt in ("full", "concise", "text") and not opts["statistics"] and not output
+    for warning in [] if in_report else result.warnings:
         _note(quiet, f"warning: {warning}")
     if not result.files and not result.errors:
         shown = " ".join(paths)

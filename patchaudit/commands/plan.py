@@ -15,10 +15,10 @@ from patchaudit.model.escape import safe
 @click.option("--config", type=click.Path(exists=True, dir_okay=False), help="A pyproject.toml to read.")
 def plan(paths, fmt, config) -> None:
     """Show how the build's recipes (Dockerfiles, shell scripts, quilt series) and the
-    configuration's bindings apply the patches under PATHS (default: .)."""
+    configuration's bindings apply the patches under PATHS (default: .); the recipes are
+    read from the project root whatever PATHS."""
     from patchaudit.config.settings import ConfigError, Settings, find_pyproject, load_pyproject
-    from patchaudit.inputs.discover import discover
-    from patchaudit.pipeline.plan import build_plan
+    from patchaudit.pipeline.plan_inputs import project_plan
     from patchaudit.reporters.plan import render_plan
 
     paths = list(paths) or ["."]
@@ -28,8 +28,7 @@ def plan(paths, fmt, config) -> None:
     except ConfigError as exc:
         click.echo(safe(f"patchaudit: error: {exc}"), err=True)
         sys.exit(2)
-    files, errors = discover(paths, settings.exclude)
-    result = build_plan(files, settings)
+    result, errors = project_plan(paths, settings)  # the recipes of the project root, whatever PATHS
     for err in list(errors) + list(result.errors):
         click.echo(safe(err), err=True)
     click.echo(render_plan(result, fmt), nl=False)  # output-safe: escaped by the renderer

@@ -419,6 +419,14 @@ def expected_file(source, path: str | None) -> bool:
     return not installed or path.split("/", 1)[0] in outer_packages(source)
 
 
+def outside_source(source, patch_path: str, path: str | None) -> bool:
+    """Whether a file a patch changes is outside what this kind of engine source holds: an
+    installed engine (a wheel) has its packages only, not the checkout's `sgl-kernel/csrc/`,
+    `test/`, `docs/`: a path (as the patch writes it) that names none of its packages and
+    that `expected_file` does not expect."""
+    return not expected_file(source, path) and not set(patch_path.split("/")[:-1]) & set(outer_packages(source))
+
+
 def engine_title(ctx, pkg: str) -> str:
     ver = engine_versions(ctx.source).get(pkg)
     return f"{pkg} {ver}" if ver else ctx.source.label

@@ -377,7 +377,8 @@ class _Walker:
                     self.recipe.path,
                     line,
                     s,
-                    [f if UNKNOWN in f else _abs(self.cwd, f) for f in files],
+                    # `~/x`: the shell's home folder, unknown here: kept as written
+                    [f if UNKNOWN in f or f.startswith("~") else _abs(self.cwd, f) for f in files],
                     self.cwd,
                     True,
                     extended,

@@ -197,7 +197,21 @@ def _analyse_patch(
             result,
             lambda u=u: run_unit_rules(u, K_TEXT, rules, settings, result, engine=engine_ctx, tokenizer=tokenizer),
         )
+    if engine_ctx is None and engines is not None:
+        _why_no_engine(findings, src.path, settings)
     return findings, patch.lines, comment_lines
+
+
+def _why_no_engine(findings: list[Finding], path: str, settings: Settings) -> None:
+    """A patch the plan leaves out of exact mode in a run with engines: its fragment
+    findings say why (`another PATCH_VERSION folder, whose engine was not given`), not
+    "give --engine to confirm" (the run has one)."""
+    from patchaudit.units import INCOMPLETE_NOTE
+
+    scope = settings.patch_scope.get(os.path.abspath(path)) if settings.patch_scope else None
+    why = scope[1] if scope is not None and scope[0] == "skip" else "the engine given does not have its files"
+    for f in findings:
+        f.message = f.message.replace(INCOMPLETE_NOTE, f"call continues past the hunk; not applied: {why}")
 
 
 def _analyse_source(
@@ -262,11 +276,11 @@ def _exact_engine(engines: Any, patch, path: str, result: FileResult, settings: 
         return None, DEFAULT_APPLIER
     try:
         if scope is not None:
-            ctx = engines.for_patch(patch, only=scope[1])
-            if ctx is not None and len(scope) > 3 and settings is not None:  # the set's earlier patches applied
+            ctx = engines.for_patch(patch, only=scope[1], index=scope[4] if len(scope) > 4 else None)
+            if ctx is not None and len(scope) > 3 and scope[3] and settings is not None:  # the set's earlier patches
                 from patchaudit.units.stacked import stacked_context
 
-                ctx = stacked_context(ctx, list(scope[3]), scope[2].max_fuzz, settings.max_file_size)
+                ctx = stacked_context(ctx, list(scope[3]), scope[2], settings.max_file_size)
             return ctx, scope[2]
         return engines.for_patch(patch), DEFAULT_APPLIER
     except Exception as exc:

@@ -13,9 +13,12 @@ check run and, file by file:
    which recounts the hunk headers, drops hunks that became no-ops and sections left
    empty;
 3. re-checks the new text in memory, with the same rules, engines and tokenizer
-   (`analyse_file` on the new bytes): a fix that makes the file worse (a new error
+   (`analyse_file` on the new bytes; a patch of a recipe's set on the engine with the
+   set's earlier patches applied): a fix that makes the file worse (a new error
    of the run, a new PA301/PA302/PA201/PA202, more findings of error severity of any rule) is
    dropped with a message, the others are kept (tried one by one when the set fails);
+   a fixed patch of a set is kept only if the whole set still applies with the recipe's
+   command (pipeline/fix_stack.py), else none of its fixes is written and the run says why;
 4. runs again on the re-checked findings for the fixes left out because they
    overlapped, as ruff's fix loop does, at most `MAX_PASSES` times.
 
@@ -273,6 +276,7 @@ def fix_findings(
         by_path.setdefault(f.path, []).append(f)
     broken = {e.path for e in result.errors}
     checker: _Checker | None = None
+    accepted: dict[str, str] = {}  # fixed patches (absolute path -> new text) their sets were verified with
     for path, findings in by_path.items():
         fixable = [(f, fx) for f in findings if (fx := effective_fix(f, rules)) is not None]
         applied = [(f, fx) for f, fx in fixable if fx.safe or unsafe]
@@ -293,6 +297,8 @@ def fix_findings(
         checker = checker or _Checker(settings)
         ff = FileFix(path, text, text, stat=st, before=list(findings))
         current = _fix_file(ff, findings, applied, rules, unsafe, checker, out)
+        if ff.new != ff.old and classify(path) == PATCH:
+            current = _keep_the_set(ff, findings, current, accepted, checker, out)
         ff.hunks = checker.hunks.get((path, ff.new)) if ff.new != ff.old else None
         checker.hunks.clear()
         out.files.append(ff)
@@ -305,6 +311,26 @@ def fix_findings(
             out.remaining.extend(ff.after)
     out.remaining.sort(key=Finding.sort_key)
     return out
+
+
+def _keep_the_set(
+    ff: FileFix, findings: list[Finding], current: list[Finding], accepted: dict, checker: _Checker, out: FixOutcome
+) -> list[Finding]:
+    """A fixed patch of a recipe's set is kept only if the whole set still applies with the
+    recipe's command (pipeline/fix_stack.py); else its fixes are not written, and the run
+    says why.  The findings of the text kept."""
+    import os
+
+    from patchaudit.pipeline.fix_stack import stack_breaks
+
+    key = os.path.abspath(ff.path)
+    why = stack_breaks(key, {**accepted, key: ff.new}, checker.settings, checker.engines)
+    if why is None:
+        accepted[key] = ff.new
+        return current
+    out.messages.append(f"{ff.path}: fixes not written ({ff.fixed} refused): {why}")
+    ff.new, ff.fixed = ff.old, 0
+    return findings
 
 
 def _sees_set(rules: dict[str, type[Rule]], code: str) -> bool:

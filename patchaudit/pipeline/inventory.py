@@ -115,7 +115,7 @@ def _hunk_rows(src, data: bytes, engines, packages: tuple[str, ...], inv: Invent
         title = engine_title(ctx, module.split(".", 1)[0])
         for h in rec.hunks:
             symbol = f"{module}.{h.symbol}" if h.symbol else module
-            exists = {"failed": "no", "missing-file": "no"}.get(h.status, "yes")
+            exists = {"failed": "no", "missing-file": "no", "not-in-source": "not checked"}.get(h.status, "yes")
             status = (
                 h.status
                 + (f" {h.offset:+d}" if h.status == "offset" else "")
@@ -126,6 +126,8 @@ def _hunk_rows(src, data: bytes, engines, packages: tuple[str, ...], inv: Invent
                 note = "hunk does not apply" + (f" (nearest match at line {h.nearest[0]})" if h.nearest else "")
             elif h.status == "missing-file":
                 note = f"{path} does not exist in this engine"
+            elif h.status == "not-in-source":
+                note = f"{rec.section.path} is not in this engine source (its kind holds only the packages)"
             inv.rows.append(
                 Row(
                     symbol,

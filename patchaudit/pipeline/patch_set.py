@@ -72,9 +72,12 @@ def _ordered_sets(paths: list[str], plan, errors: list) -> list[tuple[str, str, 
     return out
 
 
-def run_patch_set_rules(files, rules, settings, result, plan=None) -> None:
+def run_patch_set_rules(files, rules, settings, result, plan=None, others=()) -> None:
     """Run the selected set rules over the patches among `files`; extend `result`.
-    `plan` (pipeline/plan.py) gives the sets and orders of the build's recipes."""
+    `plan` (pipeline/plan.py) gives the sets and orders of the build's recipes; `others`
+    are the project root's patches outside the run (pipeline/plan_inputs.py): a set that
+    holds a patch of the run is judged whole, as the root run judges it (the caller keeps
+    the findings of the run's files)."""
     from patchaudit.inputs.discover import PATCH
     from patchaudit.inputs.patches import read_patch
     from patchaudit.pipeline.baseline import assign_fingerprints
@@ -84,7 +87,13 @@ def run_patch_set_rules(files, rules, settings, result, plan=None) -> None:
     if not set_rules:
         return
     units = []
-    for path, set_name, _, ordered in _ordered_sets([f.path for f in files if f.kind == PATCH], plan, result.errors):
+    own = [f.path for f in files if f.kind == PATCH]
+    placed = _ordered_sets(own + [f.path for f in others if f.kind == PATCH], plan, result.errors)
+    wanted = {os.path.abspath(p) for p in own}
+    judged = {name for path, name, _, _ in placed if os.path.abspath(path) in wanted}
+    for path, set_name, _, ordered in placed:
+        if set_name not in judged:
+            continue
         data = _read_regular(path, settings.max_file_size)
         if data is None:
             continue  # the per-file pass has reported it

@@ -24,20 +24,22 @@ class Scope:
     warnings: list[str] = field(default_factory=list)
 
 
-def engine_scope(plan: Plan, engines: Any) -> Scope:
-    """Per patch: ("engine", NAME, Applier) to check it in exact mode against engine NAME
-    only, with the recipe's command; ("skip", why) to leave it to fragment mode.  Without a
-    recipe or binding (an empty plan) nothing is scoped: today's behaviour."""
-    from patchaudit.engine.versions import Version, engine_versions
-
+def engine_scope(plan: Plan, engines: Any, run: set[str] | None = None) -> Scope:
+    """Per patch: ("engine", NAME, Applier, EARLIER, K) to check it in exact mode against
+    engine K of the run (named NAME) only, with the recipe's command, on the set's
+    EARLIER patches; ("skip", why) to leave it to fragment mode.  Every patch of the plan
+    gets its entry (a patch of the run is stacked on the others); the warnings count the
+    run's own (`run`: absolute paths; None: all).  Without a recipe or binding (an empty
+    plan) nothing is scoped: today's behaviour."""
     out = Scope()
     if engines is None:
         return out
+    mine = (lambda p: True) if run is None else (lambda p: p in run)
     if plan.empty:
         # no recipe: each patch goes to the engine its paths match best (units/engines.py),
         # except another project's patch, left out here (the per-file pass does not ask
         # the engines again) and said once
-        foreign = [p for p in plan.unnamed if _foreign_patch(p, engines)]
+        foreign = [p for p in plan.unnamed if mine(p) and _foreign_patch(p, engines)]
         for p in foreign:
             out.entries[p] = ("skip", "another project's patch: its files are in no engine given")
         if foreign:
@@ -47,66 +49,101 @@ def engine_scope(plan: Plan, engines: Any) -> Scope:
                 f"({', '.join(plan.shown.get(p, p) for p in foreign[:3])}{', ...' if len(foreign) > 3 else ''})"
             )
         return out
-    given: dict[str, str | None] = {}
-    for src, _ in engines.engines:
-        try:
-            versions = engine_versions(getattr(src, "wrapped", src))
-        except Exception:
-            versions = {}
-        given[src.name] = versions.get(src.name)
-    missing: dict[str, int] = {}
-    other: dict[tuple[str, str], list[str]] = {}
-    pinned: dict[tuple[str, str], int] = {}
-
-    def same(a: str | None, b: str | None) -> bool:
-        va, vb = Version.parse(a or ""), Version.parse(b or "")
-        return va is not None and vb is not None and va == vb
-
+    given = _given(engines)
+    said = _Said()
     for path, a in list(plan.assigned.items()) + list(plan.alternatives.items()):
-        if a.engine not in given:
-            missing[a.engine or "?"] = missing.get(a.engine or "?", 0) + 1
-            out.entries[path] = ("skip", f"no engine given for {a.engine}")
-            continue
-        have = given[a.engine]
-        if a.via == "alternative":
-            if same(version_of(a.folder or ""), have):
-                out.entries[path] = ("engine", a.engine, a.applier)
-            else:
-                other.setdefault((a.engine, a.selector[0] if a.selector else "folder"), []).append(a.folder or "")
-                out.entries[path] = ("skip", f"{a.folder}: another {a.selector[0] if a.selector else 'folder'}")
-            continue
-        named = [v for v in (version_of(p) for p in a.pins) if v]
-        if a.pins and not any(same(v, have) for v in named):
-            what = ", ".join(named) if named else ", ".join(p[:12] for p in a.pins)
-            pinned[(a.engine, f"{a.recipe} pins {what}")] = pinned.get((a.engine, f"{a.recipe} pins {what}"), 0) + 1
-            out.entries[path] = (
-                "skip",
-                f"{a.recipe} pins {a.engine} {what}, the engine given is {have or 'unversioned'}",
-            )
-            continue
-        out.entries[path] = ("engine", a.engine, a.applier)
+        out.entries[path] = _entry(plan, path, a, given, said if mine(path) else _Said())
     _stack(plan, out)
-    unmatched = [p for p in plan.unnamed if _strict_engine(p, engines, out) is None]
+    unmatched = [p for p in plan.unnamed if mine(p) and _strict_engine(p, engines, out) is None]
     if unmatched:
         out.warnings.append(
             f"{len(unmatched)} patch{'es' if len(unmatched) != 1 else ''} no recipe or binding names and whose "
             f"files are not all in one engine given (the strict path rule): not applied "
             f"({', '.join(plan.shown.get(p, p) for p in unmatched[:3])}{', ...' if len(unmatched) > 3 else ''})"
         )
-    for name, n in sorted(missing.items()):
-        out.warnings.append(f"no engine given for {name} ({n} patch{'es' if n != 1 else ''}): not applied")
-    for (name, var), folders in sorted(other.items()):
-        shown = ", ".join(sorted(set(folders)))
-        out.warnings.append(
-            f"{len(folders)} {name} patch{'es' if len(folders) != 1 else ''} of other {var} folders "
-            f"({shown}) not applied to {name} {given[name] or ''}".rstrip()
-        )
-    for (name, why), n in sorted(pinned.items()):
-        out.warnings.append(
-            f"{n} {name} patch{'es' if n != 1 else ''} not applied: {why}, the engine given is "
-            f"{name} {given[name] or '(no version)'}"
-        )
+    out.warnings.extend(said.lines(given))
     return out
+
+
+def _given(engines: Any) -> list[tuple[int, str, str | None]]:
+    """(index, name, version) of each engine of the run."""
+    from patchaudit.engine.versions import engine_versions
+
+    out = []
+    for k, (src, _) in enumerate(engines.engines):
+        try:
+            versions = engine_versions(getattr(src, "wrapped", src))
+        except Exception:
+            versions = {}
+        out.append((k, src.name, versions.get(src.name)))
+    return out
+
+
+@dataclass
+class _Said:
+    """What the run says about the patches it does not apply (counted per engine, folder, pin)."""
+
+    missing: dict[str, list[str]] = field(default_factory=dict)  # engine -> versions the plan names
+    other: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # (engine, variable) -> folders
+    pinned: dict[tuple[str, str], int] = field(default_factory=dict)
+    applied: dict[tuple[str, str], int] = field(default_factory=dict)  # (folder, engine title) -> patches
+
+    def lines(self, given: list[tuple[int, str, str | None]]) -> list[str]:
+        out = []
+        for name, versions in sorted(self.missing.items()):
+            n = len(versions)
+            pins = sorted({v for v in versions if v})
+            how = f"give --engine {name}=PATH" + (f" (the recipe pins {', '.join(pins)})" if pins else "")
+            out.append(f"no engine given for {name} ({n} patch{'es' if n != 1 else ''}): not applied; {how}")
+        for (name, var), folders in sorted(self.other.items()):
+            shown = ", ".join(sorted(set(folders)))
+            have = ", ".join(v or "(no version)" for _, e, v in given if e == name)
+            n = len(folders)
+            out.append(
+                f"{n} {name} patch{'es' if n != 1 else ''} of other {var} folders ({shown}) not applied: "
+                f"no engine of their version given (the engine given is {name} {have}); give "
+                f"--engine {name}=PATH of that version to apply them"
+            )
+        for (folder, title), n in sorted(self.applied.items()):
+            out.append(f"{n} patch{'es' if n != 1 else ''} of the folder {folder} applied to {title}, its version")
+        for (name, why), n in sorted(self.pinned.items()):
+            have = ", ".join(v or "(no version)" for _, e, v in given if e == name)
+            out.append(
+                f"{n} {name} patch{'es' if n != 1 else ''} not applied: {why}, the engine given is {name} {have}"
+            )
+        return out
+
+
+def _entry(plan: Plan, path: str, a: Any, given: list[tuple[int, str, str | None]], said: _Said) -> tuple:
+    """The scope entry of one planned patch (engine_scope), counting what is not applied."""
+    from patchaudit.pipeline.plan_engines import same_version
+
+    mine = [(k, v) for k, name, v in given if name == a.engine]
+    if not mine:
+        pin = "" if a.via == "alternative" else a.version() or next((p[:12] for p in a.pins), "")
+        said.missing.setdefault(a.engine or "?", []).append(pin)
+        return ("skip", f"no engine given for {a.engine}")
+    if a.via == "alternative":
+        k = next((k for k, v in mine if same_version(version_of(a.folder or ""), v)), None)
+        if k is None:
+            var = a.selector[0] if a.selector else "folder"
+            said.other.setdefault((a.engine, var), []).append(a.folder or "")
+            return ("skip", f"the {var} folder {a.folder}, whose {a.engine} engine was not given")
+        if k != mine[0][0]:  # not the run's first engine of that name: say which one it went to
+            folder = f"{a.selector[0]}={a.folder}" if a.selector else a.folder or "?"
+            key = (folder, f"{a.engine} {dict(mine)[k]}")
+            said.applied[key] = said.applied.get(key, 0) + 1
+        return ("engine", a.engine, a.applier, (), k)
+    named = [v for v in (version_of(p) for p in a.pins) if v]
+    if not a.pins:
+        return ("engine", a.engine, a.applier, (), mine[0][0])
+    k = next((k for k, v in mine if any(same_version(n, v) for n in named)), None)
+    if k is None:
+        what = ", ".join(named) if named else ", ".join(p[:12] for p in a.pins)
+        why = f"{a.recipe} pins {what}"
+        said.pinned[(a.engine, why)] = said.pinned.get((a.engine, why), 0) + 1
+        return ("skip", f"{a.recipe} pins {a.engine} {what}, the engine given is {mine[0][1] or 'unversioned'}")
+    return ("engine", a.engine, a.applier, (), k)
 
 
 def _foreign_patch(path: str, engines: Any) -> bool:
@@ -143,7 +180,7 @@ def _strict_engine(path: str, engines: Any, out: Scope) -> str | None:
         if not target or not ctx.source.has(target):
             out.entries[path] = ("skip", f"{section.path} is not in engine {ctx.source.name}")
             return None
-    out.entries[path] = ("engine", ctx.source.name, DEFAULT_APPLIER)
+    out.entries[path] = ("engine", ctx.source.name, DEFAULT_APPLIER, (), ctx.engine_index)
     return ctx.source.name
 
 
@@ -158,6 +195,8 @@ def _stack(plan: Plan, out: Scope) -> None:
             a = plan.assigned.get(p) or plan.alternatives.get(p)
             if entry is None or entry[0] != "engine" or a is None or a.set_id != set_id:
                 continue
-            if earlier:
-                out.entries[p] = (*entry[:3], tuple(earlier))
+            # on the same engine only (one set of one checkout: its patches' pins agree)
+            under = tuple(q for q in earlier if out.entries[q][4:] == entry[4:])
+            if under:
+                out.entries[p] = (*entry[:3], under, *entry[4:])
             earlier.append(p)

@@ -74,10 +74,13 @@ def render_plan(plan, fmt: str = "text") -> str:
         for a in plan.alternatives.values():
             var = a.selector[0] if a.selector else "folder"
             out.append(f"  {a.path} -> {a.engine} ({var}={a.folder}, {a.recipe}:{a.line})")
-    if plan.seds:
-        out.append("sed edits:")
-        for st, engine in plan.seds:
-            out.append(f"  {st.recipe}:{st.line}: sed {st.script!r} on {', '.join(st.files)} ({engine})")
+    # the sed edits the audit reads: of Python files (units/sed.py); a system file's are not the engine's
+    seds = [(st, engine) for st, engine in plan.seds if any(f.endswith(".py") for f in st.files)]
+    if seds:
+        out.append("sed edits of Python files:")
+        for st, engine in seds:
+            of = engine or "no engine named: the file's path picks one"
+            out.append(f"  {st.recipe}:{st.line}: sed {st.script!r} on {', '.join(st.files)} ({of})")
     if plan.unnamed:
         out.append("patches no recipe or binding assigns to an engine:")
         out.extend(f"  {plan.shown.get(p, p)}" for p in plan.unnamed)

@@ -273,6 +273,7 @@ def hunk_summary(hunks: list[dict]) -> str:
         "failed",
         "already-applied",
         "missing-file",
+        "not-in-source",
         "unreadable",
         "malformed",
     ]

@@ -110,6 +110,8 @@ class EngineContext:
     pair: Any = None
     #: check: the run's EngineSet, on the contexts `EngineSet.contexts()` makes (monkey-patches)
     engine_set: Any = None
+    #: check: which engine of the run's EngineSet this is (`for_patch`)
+    engine_index: int | None = None
 
     def __init__(self, source: EngineSource, strip: int, prefix: str, index: EngineIndex | None = None):
         self.source = source
@@ -252,9 +254,10 @@ class EngineSet:
         ctxs = self.contexts()
         return ctxs[0] if ctxs else None
 
-    def for_patch(self, patch, only: str | None = None) -> EngineContext | None:
+    def for_patch(self, patch, only: str | None = None, index: int | None = None) -> EngineContext | None:
         """The engine a patch is checked against: the one its paths match best, or, with
-        `only` (the plan's engine name: pipeline/plan.py), that engine only.  None when
+        `only` (the plan's engine name: pipeline/plan.py), that engine only; with `index`
+        (the plan's engine of the patch's version), the run's engine `index` only.  None when
         the patch is another project's (`_foreign`): none of its files is in any engine
         and its paths name none of the engines' packages (slime's `megatron.patch`
         beside its SGLang patches, with only SGLang given)."""
@@ -263,7 +266,7 @@ class EngineSet:
             return None
         best: tuple[int, int, int, str] | None = None  # (matches, -k, strip, prefix)
         for k, (src, strip) in enumerate(self.engines):
-            if only is not None and src.name != only:
+            if only is not None and src.name != only or index is not None and k != index:
                 continue
             if strip is not None:
                 cand = (strip, "")
@@ -286,7 +289,9 @@ class EngineSet:
         if best is None or (best[0] == 0 and only is None and self._foreign(sides)):
             return None
         k = -best[1]
-        return EngineContext(self.engines[k][0], best[2], best[3], self._index(k))
+        ctx = EngineContext(self.engines[k][0], best[2], best[3], self._index(k))
+        ctx.engine_index = k
+        return ctx
 
     def _foreign(self, paths: list[str]) -> bool:
         """Whether no component of `paths` is a top-level folder of any engine (its

@@ -34,6 +34,9 @@ from patchaudit.units import LineInfo, PythonUnit, TextUnit
 from patchaudit.units.engines import BoundedSource, EngineContext
 from patchaudit.units.exact_unit import ExactPythonUnit, original_index, syntax_error
 
+#: a hunk's status when a wheel (an installed engine: its packages only) cannot hold its file
+NOT_IN_SOURCE = "not-in-source"
+
 
 @dataclass
 class HunkRecord:
@@ -42,7 +45,7 @@ class HunkRecord:
     section_path: str  # the path the patch names (without a/ b/)
     engine_path: str | None
     index: int
-    # clean | offset | fuzz | failed | already-applied | missing-file | unreadable (the engine
+    # clean | offset | fuzz | failed | already-applied | missing-file | not-in-source | unreadable (the engine
     # file is over max-file-size or cannot be read) | malformed (the applier refuses the hunk)
     status: str
     offset: int = 0
@@ -85,6 +88,8 @@ class SectionRecord:
     section: Any
     engine_path: str | None
     missing: bool = False
+    #: the target is outside what this kind of engine source holds (NOT_IN_SOURCE)
+    outside: bool = False
     hunks: list[HunkRecord] = field(default_factory=list)
     syntax_error: tuple[int, int | None, str] | None = None  # (patched line, patch line, message)
     patched_text: str | None = None
@@ -340,15 +345,19 @@ def _exact_section(
     else:
         original, orig_path, refused = _section_original(ctx, report_path, section, target, patched_so_far, result)
     if original is None:
-        rec.missing = not refused
+        from patchaudit.engine.versions import outside_source
+
+        # not a missing file of the engine: one its kind cannot hold; the path stays the patch's
+        outside = not refused and outside_source(ctx.source, section.path, target)
+        rec.missing, rec.outside = not refused and not outside, outside
         for h in good:
             records[h.index] = HunkRecord(
                 report_path,
                 h.header_line,
                 section.path,
-                target,
+                None if outside else target,
                 h.index,
-                "unreadable" if refused else "missing-file",
+                "unreadable" if refused else NOT_IN_SOURCE if outside else "missing-file",
                 engine=ctx.label,
             )
         finish_records()
