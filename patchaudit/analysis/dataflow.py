@@ -1,4 +1,4 @@
-"""Intra-module dataflow over libcst: follow values from sources to sinks, with traces.
+"""Intra-module dataflow over the standard library's `ast`: follow values from sources to sinks, with traces.
 
 The layer is an abstract interpreter over one parsed module.  Abstract values
 carry *taints*: a label chosen by a rule (say "expanded-ids"), an origin (the
@@ -60,9 +60,7 @@ rules import every name from here.
 
 from __future__ import annotations
 
-from typing import Any, Callable
-
-import libcst as cst
+import ast
 
 from patchaudit.analysis.flow_api import (
     Arg,
@@ -77,6 +75,7 @@ from patchaudit.analysis.flow_api import (
 )
 from patchaudit.analysis.flow_builtins import Builtins
 from patchaudit.analysis.flow_expressions import Expressions
+from patchaudit.analysis.flow_nodes import ArgNode, Element, Positions
 from patchaudit.analysis.flow_statements import Statements
 from patchaudit.analysis.flow_structure import (
     EMPTY_SUMMARY,
@@ -147,6 +146,9 @@ __all__ = [
     "TEXT",
     "UNKNOWN",
     "Arg",
+    "ArgNode",
+    "Element",
+    "Positions",
     "At",
     "CallSite",
     "Env",
@@ -194,8 +196,8 @@ __all__ = [
 
 
 class Flow(Statements, Expressions, Summaries, Builtins):
-    """Runs one `FlowSpec` over one module.  `position(node)` gives a libcst
-    CodeRange (PositionProvider metadata)."""
+    """Runs one `FlowSpec` over one module; `positions` (flow_nodes.Positions) gives the
+    character columns libcst would report."""
 
     # ----- driver ----------------------------------------------------------------
     def run(self) -> list[Hit]:
@@ -236,23 +238,21 @@ class Flow(Statements, Expressions, Summaries, Builtins):
             if any(k.origin == h.origin and h.line in {l for l, _ in k.steps} for k in kept):
                 continue  # the flow goes on to a later sink: report it there, with the longer trace
             kept.append(h)
-        kept.sort(key=lambda h: (h.line, self._position(h.node).start.column))
+        kept.sort(key=lambda h: self.start(h.node))
         return kept
 
 
-def analyse(
-    module: cst.Module, spec: FlowSpec, position: Callable[[cst.CSTNode], Any], repo: ModuleView | None = None
-) -> list[Hit]:
+def analyse(module: ast.Module, spec: FlowSpec, positions: Positions, repo: ModuleView | None = None) -> list[Hit]:
     """Run `spec` over `module`; the hits, one per (sink, source), subsumed ones dropped.
     With `repo` (the rest of the repository, patchaudit/analysis/repo_summaries.py),
     calls of other modules' functions and reads of carrier fields use their summaries."""
-    return Flow(module, spec, position, repo).run()
+    return Flow(module, spec, positions, repo).run()
 
 
 def summarise(
-    module: cst.Module,
+    module: ast.Module,
     spec: FlowSpec,
-    position: Callable[[cst.CSTNode], Any],
+    positions: Positions,
     path: str,
     repo: ModuleView | None = None,
     seed: set[str] | None = None,
@@ -261,7 +261,7 @@ def summarise(
     its hits (the flows from its own sources and from what `repo` shows: the findings of
     the module when `repo` is final).  `seed`: the functions whose parameters are followed
     (None: all)."""
-    flow = Flow(module, spec, position, repo, summary_mode=True)
+    flow = Flow(module, spec, positions, repo, summary_mode=True)
     flow.seed = seed
     hits = flow.run()
     return flow.export(path), hits

@@ -12,12 +12,11 @@ record whose fields can be read back.  The spec's name sets (`FlowSpec.seq_wrapp
 
 from __future__ import annotations
 
+import ast
 from typing import cast
 
-import libcst as cst
-
 from patchaudit.analysis.flow_api import Arg, FlowState
-from patchaudit.analysis.flow_structure import Frame, is_none
+from patchaudit.analysis.flow_structure import Frame, is_none, string_literal
 from patchaudit.analysis.flow_values import (
     ALL_KINDS,
     EMPTY,
@@ -29,7 +28,6 @@ from patchaudit.analysis.flow_values import (
     join,
     join_all,
 )
-from patchaudit.inputs.cst import string_literal
 
 
 class Builtins(FlowState):
@@ -37,7 +35,7 @@ class Builtins(FlowState):
 
     def _builtin(
         self,
-        node: cst.Call,
+        node: ast.Call,
         name: str | None,
         receiver: Value | None,
         receiver_path: str | None,
@@ -48,7 +46,7 @@ class Builtins(FlowState):
     ) -> Value:
         spec = self.spec
         func = node.func
-        is_method = isinstance(func, cst.Attribute)
+        is_method = isinstance(func, ast.Attribute)
         if name is None:
             return EMPTY
         if is_method and name in spec.mutators:
@@ -56,7 +54,7 @@ class Builtins(FlowState):
             if name == "insert":
                 vals = vals[1:]
             added = join_all(v.flat() for v in vals)
-            self._mutate(cast(cst.Attribute, func).value, node, receiver or EMPTY, added, env, fr, line)
+            self._mutate(cast(ast.Attribute, func).value, node, receiver or EMPTY, added, env, fr, line)
             return EMPTY
         if is_method and name in ("update", "setdefault") and receiver is not None and receiver.refs:
             return self._dict_method(node, name, receiver, args, line)
@@ -68,7 +66,7 @@ class Builtins(FlowState):
             return join_all(a.value.keep(STR_KINDS, self.kind) for a in args)
         if is_method:
             # module-qualified wrappers: torch.tensor(...), np.array(...), copy.deepcopy(...)
-            if not (isinstance(cast(cst.Attribute, func).value, (cst.Name, cst.Attribute)) and not receiver):
+            if not (isinstance(cast(ast.Attribute, func).value, (ast.Name, ast.Attribute)) and not receiver):
                 return EMPTY
         if name in spec.str_wrappers or (is_method and name in spec.str_functions):
             return join_all(a.value.keep(STR_KINDS, self.kind) for a in args if a.keyword is None)
@@ -90,7 +88,7 @@ class Builtins(FlowState):
             is_none(a.node.value),
         )
 
-    def _dict_method(self, node: cst.Call, name: str, receiver: Value, args: list[Arg], line: "int | At") -> Value:
+    def _dict_method(self, node: ast.Call, name: str, receiver: Value, args: list[Arg], line: "int | At") -> Value:
         """`d.update(...)`, `d.setdefault(k, v)` on dicts built in the module."""
         for ref in receiver.refs:
             if name == "update":
@@ -110,7 +108,7 @@ class Builtins(FlowState):
             return self._field(receiver, key, node) if key is not None else EMPTY
         return EMPTY
 
-    def _method_model(self, node: cst.Call, name: str, receiver: Value, args: list[Arg]) -> Value | None:
+    def _method_model(self, node: ast.Call, name: str, receiver: Value, args: list[Arg]) -> Value | None:
         """A method called on a tainted receiver: its result, or None when no model knows it."""
         spec = self.spec
         if name in spec.all_methods:
@@ -132,7 +130,7 @@ class Builtins(FlowState):
             return out
         return None
 
-    def _wrapper(self, node: cst.Call, name: str, args: list[Arg], line: "int | At") -> Value:
+    def _wrapper(self, node: ast.Call, name: str, args: list[Arg], line: "int | At") -> Value:
         """`list(x)`, `torch.tensor(x)`, `dict(...)`, `copy.deepcopy(x)`: the spec's wrappers."""
         spec = self.spec
         kinds = ALL_KINDS if name in spec.all_wrappers else SEQ_KINDS
@@ -152,7 +150,7 @@ class Builtins(FlowState):
             out = out.with_step(line, f"through `{name}(...)`")
         return out
 
-    def _record(self, node: cst.Call, name: str, args: list[Arg]) -> Value:
+    def _record(self, node: ast.Call, name: str, args: list[Arg]) -> Value:
         """A class not defined here (`Output(input_ids=ids, ...)`): its keyword fields can be read back."""
         ref = self._alloc_obj(node)
         for a in args:

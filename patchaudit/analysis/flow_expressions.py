@@ -9,12 +9,19 @@ function of the module (flow_summaries.py) or judged by the library models
 
 from __future__ import annotations
 
+import ast
 from typing import Any, Callable
 
-import libcst as cst
-
 from patchaudit.analysis.flow_api import Arg, CallSite, FlowState
-from patchaudit.analysis.flow_structure import Frame, is_none, literal_value, path_of, path_root, subscript_key
+from patchaudit.analysis.flow_structure import (
+    Frame,
+    is_none,
+    literal_value,
+    path_of,
+    path_root,
+    string_literal,
+    subscript_key,
+)
 from patchaudit.analysis.flow_values import (
     EMPTY,
     SEQ_KINDS,
@@ -27,26 +34,26 @@ from patchaudit.analysis.flow_values import (
     matches,
     tuple_value,
 )
-from patchaudit.inputs.cst import ANY_CALL, dotted, string_literal
+from patchaudit.inputs.astnames import ANY_CALL, dotted
 
 
 class Expressions(FlowState):
     """Expressions (`Flow._eval` and one `_e_*` method per kind of node)."""
 
     # ----- expressions ------------------------------------------------------------------
-    def _eval(self, node: cst.BaseExpression | None, env: Env, fr: Frame) -> Value:
+    def _eval(self, node: ast.expr | None, env: Env, fr: Frame) -> Value:
         if node is None:
             return EMPTY
         meth = _EVAL.get(type(node))
         if meth is not None:
             return meth(self, node, env, fr)
-        for child in node.children:  # unknown expression: analyse its parts for their effects
-            if isinstance(child, cst.BaseExpression):
+        for child in ast.iter_child_nodes(node):  # unknown expression: analyse its parts for their effects
+            if isinstance(child, ast.expr):
                 self._eval(child, env, fr)
         return EMPTY
 
-    def _e_name(self, node: cst.Name, env: Env, fr: Frame) -> Value:
-        n = node.value
+    def _e_name(self, node: ast.Name, env: Env, fr: Frame) -> Value:
+        n = node.id
         v = env.get(n)
         if v is not None:
             return v
@@ -54,11 +61,9 @@ class Expressions(FlowState):
             g = self.globals.get(n)
             if g is not None:
                 return g
-        if n in ("True", "False", "None"):
-            return EMPTY
         return self._unknown(n, node)
 
-    def _unknown(self, name: str, node: cst.CSTNode) -> Value:
+    def _unknown(self, name: str, node: Any) -> Value:
         v = self._unknown_cache.get(name)
         if v is None:
             v = self.spec.unknown(self, name, node) or EMPTY
@@ -79,12 +84,12 @@ class Expressions(FlowState):
             return self.globals.get(path)
         return None
 
-    def _e_attribute(self, node: cst.Attribute, env: Env, fr: Frame) -> Value:
+    def _e_attribute(self, node: ast.Attribute, env: Env, fr: Frame) -> Value:
         v = self._lookup_path(path_of(node), env, fr)
         if v is not None:
             return v
         base = self._eval(node.value, env, fr)
-        attr = node.attr.value
+        attr = node.attr
         r = self._field(base, attr, node)
         if not r:
             r = self._unknown(attr, node)
@@ -95,7 +100,7 @@ class Expressions(FlowState):
                 r = join(r, stored.with_step(self._at(node), f"`{shown}` read here"))
         return r
 
-    def _e_subscript(self, node: cst.Subscript, env: Env, fr: Frame) -> Value:
+    def _e_subscript(self, node: ast.Subscript, env: Env, fr: Frame) -> Value:
         v = self._lookup_path(path_of(node), env, fr)
         if v is not None:
             return v
@@ -104,86 +109,87 @@ class Expressions(FlowState):
         if key is not None:
             return self._field(base, key, node)
         idx = None
-        for el in node.slice:
-            self._eval_slice(el.slice, env, fr)
-        if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
-            lit = literal_value(node.slice[0].slice.value)
-            if isinstance(lit, int) and not isinstance(lit, bool):
-                idx = lit
-            elif isinstance(node.slice[0].slice.value, cst.UnaryOperation) and isinstance(
-                node.slice[0].slice.value.operator, cst.Minus
-            ):
-                inner = literal_value(node.slice[0].slice.value.expression)
-                if isinstance(inner, int):
-                    idx = -inner
+        self._eval_slice(node.slice, env, fr)
+        s = node.slice
+        lit = literal_value(s)
+        if isinstance(lit, int) and not isinstance(lit, bool):
+            idx = lit
+        elif isinstance(s, ast.UnaryOp) and isinstance(s.op, ast.USub):
+            inner = literal_value(s.operand)
+            if isinstance(inner, int):
+                idx = -inner
         if idx is not None and base.elems is not None and -len(base.elems) <= idx < len(base.elems):
             return base.elems[idx]
         if base.refs and not base.t and base.elems is None:
             return join_all(fe.value for ref in sorted(base.refs) for fe in self._heap[ref].fields.values())
         return base.flat()
 
-    def _eval_slice(self, s: cst.BaseSlice, env: Env, fr: Frame) -> None:
-        if isinstance(s, cst.Index):
-            self._eval(s.value, env, fr)
-        elif isinstance(s, cst.Slice):
+    def _eval_slice(self, s: ast.expr, env: Env, fr: Frame) -> None:
+        """A subscript's slice, for its effects: an index, a slice, or a tuple of them."""
+        if isinstance(s, ast.Slice):
             for part in (s.lower, s.upper, s.step):
                 self._eval(part, env, fr)
+        elif isinstance(s, ast.Tuple):
+            for e in s.elts:
+                self._eval_slice(e, env, fr)
+        else:
+            self._eval(s, env, fr)
 
-    def _e_binop(self, node: cst.BinaryOperation, env: Env, fr: Frame) -> Value:
+    def _e_binop(self, node: ast.BinOp, env: Env, fr: Frame) -> Value:
         l = self._eval(node.left, env, fr)
         r = self._eval(node.right, env, fr)
-        op = node.operator
-        if isinstance(op, (cst.Add, cst.Multiply)):
+        op = node.op
+        if isinstance(op, (ast.Add, ast.Mult)):
             return join(l.keep(SEQ_KINDS, self.kind), r.keep(SEQ_KINDS, self.kind))
-        if isinstance(op, cst.Modulo):
+        if isinstance(op, ast.Mod):
             if (
                 string_literal(node.left) is not None
-                or isinstance(node.left, cst.FormattedString)
+                or isinstance(node.left, ast.JoinedStr)
                 or any(self.kind(x) == TEXT for x in l.labels())
             ):
                 return join(l.keep(STR_KINDS, self.kind), r.keep(STR_KINDS, self.kind))
         return EMPTY
 
-    def _e_boolop(self, node: cst.BooleanOperation, env: Env, fr: Frame) -> Value:
-        return join(self._eval(node.left, env, fr), self._eval(node.right, env, fr))
+    def _e_boolop(self, node: ast.BoolOp, env: Env, fr: Frame) -> Value:
+        out = self._eval(node.values[0], env, fr)
+        for v in node.values[1:]:
+            out = join(out, self._eval(v, env, fr))
+        return out
 
-    def _e_ifexp(self, node: cst.IfExp, env: Env, fr: Frame) -> Value:
+    def _e_ifexp(self, node: ast.IfExp, env: Env, fr: Frame) -> Value:
         self._eval(node.test, env, fr)
         return join(self._eval(node.body, env, fr), self._eval(node.orelse, env, fr))
 
-    def _e_clean(self, node: cst.BaseExpression, env: Env, fr: Frame) -> Value:
-        for child in node.children:
-            if isinstance(child, cst.BaseExpression):
+    def _e_clean(self, node: ast.expr, env: Env, fr: Frame) -> Value:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.expr):
                 self._eval(child, env, fr)
-            elif isinstance(child, cst.ComparisonTarget):
-                self._eval(child.comparator, env, fr)
         return EMPTY
 
-    def _e_literal(self, node: cst.BaseExpression, env: Env, fr: Frame) -> Value:
+    def _e_literal(self, node: ast.expr, env: Env, fr: Frame) -> Value:
         return EMPTY
 
-    def _e_seq(self, node: cst.Tuple | cst.List, env: Env, fr: Frame) -> Value:
+    def _e_seq(self, node: ast.Tuple | ast.List, env: Env, fr: Frame) -> Value:
         elems = []
         starred = EMPTY
         has_star = False
-        for e in node.elements:
-            v = self._eval(e.value, env, fr)
-            if isinstance(e, cst.StarredElement):
+        for e in node.elts:
+            if isinstance(e, ast.Starred):
                 has_star = True
-                starred = join(starred, v.flat())
+                starred = join(starred, self._eval(e.value, env, fr).flat())
             else:
-                elems.append(v)
+                elems.append(self._eval(e, env, fr))
         if has_star:
             return join(join_all(x.flat() for x in elems), starred)
         return tuple_value(elems)
 
-    def _e_set(self, node: cst.Set, env: Env, fr: Frame) -> Value:
-        return join_all(self._eval(e.value, env, fr).flat() for e in node.elements)
+    def _e_set(self, node: ast.Set, env: Env, fr: Frame) -> Value:
+        return join_all(self._eval(e.value if isinstance(e, ast.Starred) else e, env, fr).flat() for e in node.elts)
 
-    def _e_dict(self, node: cst.Dict, env: Env, fr: Frame) -> Value:
+    def _e_dict(self, node: ast.Dict, env: Env, fr: Frame) -> Value:
         ref = self._alloc_obj(node)
-        for el in node.elements:
-            if isinstance(el, cst.DictElement):
+        for el in self.nodes.elements(node):
+            if el.key is not None:
                 key = string_literal(el.key)
                 if key is None:
                     self._eval(el.key, env, fr)
@@ -200,20 +206,18 @@ class Expressions(FlowState):
     def _comp_env(self, node: Any, env: Env, fr: Frame) -> Env:
         e = dict(env)
         line = self._at(node)
-        f = node.for_in
-        while f is not None:
+        for f in node.generators:
             it = self._eval(f.iter, e, fr)
             self._assign(f.target, self._iter_elem(it), e, fr, line, "iterated into")
             for cond in f.ifs:
-                self._eval(cond.test, e, fr)
-            f = f.inner_for_in
+                self._eval(cond, e, fr)
         return e
 
-    def _e_comp(self, node: cst.ListComp | cst.SetComp | cst.GeneratorExp, env: Env, fr: Frame) -> Value:
+    def _e_comp(self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp, env: Env, fr: Frame) -> Value:
         e = self._comp_env(node, env, fr)
         return self._eval(node.elt, e, fr).flat()
 
-    def _e_dictcomp(self, node: cst.DictComp, env: Env, fr: Frame) -> Value:
+    def _e_dictcomp(self, node: ast.DictComp, env: Env, fr: Frame) -> Value:
         ref = self._alloc_obj(node)
         e = self._comp_env(node, env, fr)
         key = self._eval(node.key, e, fr)
@@ -222,37 +226,36 @@ class Expressions(FlowState):
         self._set_field(ref, "?", join(key, v).with_step(line, "put in a dict"), node, line, False)
         return Value({}, None, frozenset({ref}))
 
-    def _e_fstring(self, node: cst.FormattedString, env: Env, fr: Frame) -> Value:
+    def _e_fstring(self, node: ast.JoinedStr, env: Env, fr: Frame) -> Value:
         out = EMPTY
-        for part in node.parts:
-            if isinstance(part, cst.FormattedStringExpression):
-                out = join(out, self._eval(part.expression, env, fr).keep(STR_KINDS, self.kind))
-                if part.format_spec:
-                    for sub in part.format_spec:
-                        if isinstance(sub, cst.FormattedStringExpression):
-                            self._eval(sub.expression, env, fr)
+        for part in node.values:
+            if isinstance(part, ast.FormattedValue):
+                out = join(out, self._eval(part.value, env, fr).keep(STR_KINDS, self.kind))
+                if isinstance(part.format_spec, ast.JoinedStr):
+                    for sub in part.format_spec.values:
+                        if isinstance(sub, ast.FormattedValue):
+                            self._eval(sub.value, env, fr)
         return out
 
-    def _e_concat_str(self, node: cst.ConcatenatedString, env: Env, fr: Frame) -> Value:
-        return join(self._eval(node.left, env, fr), self._eval(node.right, env, fr))
+    def _e_await(self, node: ast.Await, env: Env, fr: Frame) -> Value:
+        return self._eval(node.value, env, fr)
 
-    def _e_await(self, node: cst.Await, env: Env, fr: Frame) -> Value:
-        return self._eval(node.expression, env, fr)
-
-    def _e_yield(self, node: cst.Yield, env: Env, fr: Frame) -> Value:
-        if isinstance(node.value, cst.From):
-            v = self._iter_elem(self._eval(node.value.item, env, fr))
-        else:
-            v = self._eval(node.value, env, fr)
+    def _e_yield(self, node: ast.Yield, env: Env, fr: Frame) -> Value:
+        v = self._eval(node.value, env, fr)
         self._return(node, v, fr)
         return EMPTY
 
-    def _e_named(self, node: cst.NamedExpr, env: Env, fr: Frame) -> Value:
+    def _e_yield_from(self, node: ast.YieldFrom, env: Env, fr: Frame) -> Value:
+        v = self._iter_elem(self._eval(node.value, env, fr))
+        self._return(node, v, fr)
+        return EMPTY
+
+    def _e_named(self, node: ast.NamedExpr, env: Env, fr: Frame) -> Value:
         v = self._eval(node.value, env, fr)
         self._assign(node.target, v, env, fr, self._at(node), "assigned to")
         return v
 
-    def _e_starred(self, node: cst.StarredElement, env: Env, fr: Frame) -> Value:
+    def _e_starred(self, node: ast.Starred, env: Env, fr: Frame) -> Value:
         return self._eval(node.value, env, fr).flat()
 
     def _iter_elem(self, it: Value) -> Value:
@@ -260,24 +263,24 @@ class Expressions(FlowState):
         return it.flat()
 
     # ----- calls ---------------------------------------------------------------------------
-    def _e_call(self, node: cst.Call, env: Env, fr: Frame) -> Value:
+    def _e_call(self, node: ast.Call, env: Env, fr: Frame) -> Value:
         func = node.func
         receiver = None
         receiver_path = None
-        if isinstance(func, cst.Attribute):
+        if isinstance(func, ast.Attribute):
             receiver = self._eval(func.value, env, fr)
             receiver_path = path_of(func.value)
             fv = self._lookup_path(path_of(func), env, fr)
             if fv is None:
-                fv = self._field(receiver, func.attr.value, func) if receiver else EMPTY
+                fv = self._field(receiver, func.attr, func) if receiver else EMPTY
                 if not fv:
-                    fv = self._unknown(func.attr.value, func)
+                    fv = self._unknown(func.attr, func)
             func_value = fv
-            name: str | None = func.attr.value
+            name: str | None = func.attr
         else:
             func_value = self._eval(func, env, fr)
-            name = func.value if isinstance(func, cst.Name) else None
-        args = [Arg(a.keyword.value if a.keyword else None, a.star, self._eval(a.value, env, fr), a) for a in node.args]
+            name = func.id if isinstance(func, ast.Name) else None
+        args = [Arg(a.keyword, a.star, self._eval(a.value, env, fr), a) for a in self.nodes.args(node)]
         line = self._at(node)
         resolved = self._resolve(func, env, fr)
         foreign = None
@@ -309,33 +312,29 @@ class Expressions(FlowState):
 
 
 _EVAL: dict[type, Callable[[Any, Any, Env, Frame], Value]] = {
-    cst.Name: Expressions._e_name,
-    cst.Attribute: Expressions._e_attribute,
-    cst.Subscript: Expressions._e_subscript,
-    cst.Call: Expressions._e_call,
-    cst.BinaryOperation: Expressions._e_binop,
-    cst.BooleanOperation: Expressions._e_boolop,
-    cst.IfExp: Expressions._e_ifexp,
-    cst.Comparison: Expressions._e_clean,
-    cst.UnaryOperation: Expressions._e_clean,
-    cst.Tuple: Expressions._e_seq,
-    cst.List: Expressions._e_seq,
-    cst.Set: Expressions._e_set,
-    cst.Dict: Expressions._e_dict,
-    cst.ListComp: Expressions._e_comp,
-    cst.SetComp: Expressions._e_comp,
-    cst.GeneratorExp: Expressions._e_comp,
-    cst.DictComp: Expressions._e_dictcomp,
-    cst.FormattedString: Expressions._e_fstring,
-    cst.ConcatenatedString: Expressions._e_concat_str,
-    cst.SimpleString: Expressions._e_literal,
-    cst.Integer: Expressions._e_literal,
-    cst.Float: Expressions._e_literal,
-    cst.Imaginary: Expressions._e_literal,
-    cst.Ellipsis: Expressions._e_literal,
-    cst.Lambda: Expressions._e_literal,
-    cst.Await: Expressions._e_await,
-    cst.Yield: Expressions._e_yield,
-    cst.NamedExpr: Expressions._e_named,
-    cst.StarredElement: Expressions._e_starred,
+    ast.Name: Expressions._e_name,
+    ast.Attribute: Expressions._e_attribute,
+    ast.Subscript: Expressions._e_subscript,
+    ast.Call: Expressions._e_call,
+    ast.BinOp: Expressions._e_binop,
+    ast.BoolOp: Expressions._e_boolop,
+    ast.IfExp: Expressions._e_ifexp,
+    ast.Compare: Expressions._e_clean,
+    ast.UnaryOp: Expressions._e_clean,
+    ast.Tuple: Expressions._e_seq,
+    ast.List: Expressions._e_seq,
+    ast.Set: Expressions._e_set,
+    ast.Dict: Expressions._e_dict,
+    ast.ListComp: Expressions._e_comp,
+    ast.SetComp: Expressions._e_comp,
+    ast.GeneratorExp: Expressions._e_comp,
+    ast.DictComp: Expressions._e_dictcomp,
+    ast.JoinedStr: Expressions._e_fstring,
+    ast.Constant: Expressions._e_literal,
+    ast.Lambda: Expressions._e_literal,
+    ast.Await: Expressions._e_await,
+    ast.Yield: Expressions._e_yield,
+    ast.YieldFrom: Expressions._e_yield_from,
+    ast.NamedExpr: Expressions._e_named,
+    ast.Starred: Expressions._e_starred,
 }

@@ -10,12 +10,12 @@ methods and callers read (`self.x`, stores into parameters).
 
 from __future__ import annotations
 
+import ast
 from typing import Any, Callable, cast
-
-import libcst as cst
 
 from patchaudit.analysis.flow_api import FlowState, ReturnSite, StoreSite
 from patchaudit.analysis.flow_structure import (
+    COMPOUND,
     UNKNOWN,
     Frame,
     block_body,
@@ -55,13 +55,12 @@ class Statements(FlowState):
             self._stmt(stmt, env, fr)
         return env
 
-    def _stmt(self, stmt: cst.CSTNode, env: Env, fr: Frame) -> None:
-        if isinstance(stmt, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
-            for small in stmt.body:
-                self._small(small, env, fr)
-        elif isinstance(stmt, cst.If):
+    def _stmt(self, stmt: ast.stmt, env: Env, fr: Frame) -> None:
+        if not isinstance(stmt, COMPOUND + _DEFS):
+            self._small(stmt, env, fr)
+        elif isinstance(stmt, ast.If):
             self._if(stmt, env, fr)
-        elif isinstance(stmt, cst.For):
+        elif isinstance(stmt, (ast.For, ast.AsyncFor)):
             it = self._eval(stmt.iter, env, fr)
             elem = self._iter_elem(it)
             line = self._at(stmt)
@@ -72,10 +71,10 @@ class Statements(FlowState):
                 return self._block(stmt.body, e, fr)
 
             out = self._loop(env, once, fr)
-            if stmt.orelse is not None:
-                out = self._block(stmt.orelse.body, out, fr)
+            if stmt.orelse:
+                out = self._block(stmt.orelse, out, fr)
             replace_env(env, out)
-        elif isinstance(stmt, cst.While):
+        elif isinstance(stmt, ast.While):
 
             def once_w(e: Env) -> Env:
                 e = dict(e)
@@ -84,38 +83,21 @@ class Statements(FlowState):
 
             self._eval(stmt.test, env, fr)
             out = self._loop(env, once_w, fr)
-            if stmt.orelse is not None:
-                out = self._block(stmt.orelse.body, out, fr)
+            if stmt.orelse:
+                out = self._block(stmt.orelse, out, fr)
             replace_env(env, out)
-        elif isinstance(stmt, (cst.Try, cst.TryStar)):
-            e_body = self._block(stmt.body, dict(env), fr)
-            acc = join_env(env, e_body)
-            outs = [e_body]
-            for h in stmt.handlers:
-                eh = dict(acc)
-                if h.type is not None:
-                    self._eval(h.type, eh, fr)
-                if h.name is not None and isinstance(h.name.name, cst.Name):
-                    set_path(eh, h.name.name.value, EMPTY)
-                outs.append(self._block(h.body, eh, fr))
-            if stmt.orelse is not None:
-                outs[0] = self._block(stmt.orelse.body, outs[0], fr)
-            res = outs[0]
-            for o in outs[1:]:
-                res = join_env(res, o)
-            if stmt.finalbody is not None:
-                res = self._block(stmt.finalbody.body, res, fr)
-            replace_env(env, res)
-        elif isinstance(stmt, cst.With):
+        elif isinstance(stmt, _TRY):
+            self._try(stmt, env, fr)
+        elif isinstance(stmt, (ast.With, ast.AsyncWith)):
             line = self._at(stmt)
             for item in stmt.items:
-                v = self._eval(item.item, env, fr)
-                if item.asname is not None:
-                    self._assign(item.asname.name, v, env, fr, line, "assigned to")
+                v = self._eval(item.context_expr, env, fr)
+                if item.optional_vars is not None:
+                    self._assign(item.optional_vars, v, env, fr, line, "assigned to")
             self._block(stmt.body, env, fr)
-        elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
-            env.pop(stmt.name.value, None)
-        elif isinstance(stmt, cst.Match):
+        elif isinstance(stmt, _DEFS):
+            env.pop(stmt.name, None)
+        elif isinstance(stmt, ast.Match):
             self._eval(stmt.subject, env, fr)
             res = dict(env)
             for case in stmt.cases:
@@ -125,7 +107,27 @@ class Statements(FlowState):
             for sub in sub_blocks(stmt):
                 self._block(sub, env, fr)
 
-    def _if(self, stmt: cst.If, env: Env, fr: Frame) -> None:
+    def _try(self, stmt: Any, env: Env, fr: Frame) -> None:
+        e_body = self._block(stmt.body, dict(env), fr)
+        acc = join_env(env, e_body)
+        outs = [e_body]
+        for h in stmt.handlers:
+            eh = dict(acc)
+            if h.type is not None:
+                self._eval(h.type, eh, fr)
+            if h.name is not None:
+                set_path(eh, h.name, EMPTY)
+            outs.append(self._block(h.body, eh, fr))
+        if stmt.orelse:
+            outs[0] = self._block(stmt.orelse, outs[0], fr)
+        res = outs[0]
+        for o in outs[1:]:
+            res = join_env(res, o)
+        if stmt.finalbody:
+            res = self._block(stmt.finalbody, res, fr)
+        replace_env(env, res)
+
+    def _if(self, stmt: ast.If, env: Env, fr: Frame) -> None:
         """Both arms, joined; an arm behind a constant test (`if False:`, `DEBUG = False`
         ... `if DEBUG:`) is dead.  Each arm is analysed under its branch (FlowState.branch)."""
         self._eval(stmt.test, env, fr)
@@ -137,13 +139,13 @@ class Statements(FlowState):
             self.branch = outer + ((id(stmt), 1),)
             if known is True:
                 e2 = None
-            elif stmt.orelse is None:
+            elif not stmt.orelse:
                 e2 = env
-            elif isinstance(stmt.orelse, cst.If):
+            elif _is_elif(stmt):
                 e2 = dict(env)
-                self._stmt(stmt.orelse, e2, fr)
+                self._stmt(stmt.orelse[0], e2, fr)
             else:
-                e2 = self._block(stmt.orelse.body, dict(env), fr)
+                e2 = self._block(stmt.orelse, dict(env), fr)
         finally:
             self.branch = outer
         if e1 is None:
@@ -153,8 +155,8 @@ class Statements(FlowState):
         else:
             replace_env(env, join_env(e1, e2))
 
-    def _truth(self, test: cst.BaseExpression, fr: Frame) -> bool | None:
-        if not isinstance(test, (cst.Name, cst.UnaryOperation, cst.Integer)):
+    def _truth(self, test: ast.expr, fr: Frame) -> bool | None:
+        if not isinstance(test, (ast.Name, ast.UnaryOp)) and not _int_literal(test):
             return None
         return truth(test, lambda name: self._constant(name, fr))
 
@@ -191,40 +193,39 @@ class Statements(FlowState):
         finally:
             fr.loops -= 1
 
-    def _small(self, s: cst.CSTNode, env: Env, fr: Frame) -> None:
-        if isinstance(s, cst.Assign):
+    def _small(self, s: ast.stmt, env: Env, fr: Frame) -> None:
+        if isinstance(s, ast.Assign):
             v = self._eval(s.value, env, fr)
             line = self._at(s)
             for t in s.targets:
-                self._assign(t.target, v, env, fr, line, "assigned to", s.value)
-        elif isinstance(s, cst.AnnAssign):
+                self._assign(t, v, env, fr, line, "assigned to", s.value)
+        elif isinstance(s, ast.AnnAssign):
             if s.value is not None:
                 v = self._eval(s.value, env, fr)
                 self._assign(s.target, v, env, fr, self._at(s), "assigned to", s.value)
-        elif isinstance(s, cst.AugAssign):
+        elif isinstance(s, ast.AugAssign):
             self._augassign(s, env, fr)
-        elif isinstance(s, cst.Expr):
+        elif isinstance(s, ast.Expr):
             self._eval(s.value, env, fr)
-        elif isinstance(s, cst.Return):
+        elif isinstance(s, ast.Return):
             v = self._eval(s.value, env, fr) if s.value is not None else EMPTY
             self._return(s, v, fr)
-        elif isinstance(s, cst.Del):
-            for p in target_paths(s.target):
-                set_path(env, p, EMPTY)
-        elif isinstance(s, (cst.Import, cst.ImportFrom)):
-            names = s.names if not isinstance(s.names, cst.ImportStar) else []
-            for alias in names:
-                n = alias.asname.name if alias.asname else alias.name
-                if isinstance(n, cst.Name):
-                    env.pop(n.value, None)
-                elif isinstance(n, cst.Attribute):
-                    env.pop(path_root(path_of(n) or ""), None)
-        elif isinstance(s, (cst.Raise, cst.Assert)):
-            for child in s.children:
-                if isinstance(child, cst.BaseExpression):
-                    self._eval(child, env, fr)
+        elif isinstance(s, ast.Delete):
+            for t in s.targets:
+                for p in target_paths(t):
+                    set_path(env, p, EMPTY)
+        elif isinstance(s, (ast.Import, ast.ImportFrom)):
+            for alias in s.names:
+                if alias.name == "*":
+                    continue
+                env.pop(alias.asname or alias.name.split(".", 1)[0], None)
+        elif isinstance(s, ast.Raise):
+            self._eval(s.exc, env, fr)  # (libcst's `from` clause was never read: nor is it here)
+        elif isinstance(s, ast.Assert):
+            self._eval(s.test, env, fr)
+            self._eval(s.msg, env, fr)
 
-    def _return(self, node: cst.CSTNode, v: Value, fr: Frame) -> None:
+    def _return(self, node: Any, v: Value, fr: Frame) -> None:
         if fr.fn is None:
             return
         line = self._at(node)
@@ -233,15 +234,15 @@ class Statements(FlowState):
         if v:
             self.spec.ret(self, ReturnSite(node, line, fr.fn.qualname, v))
 
-    def _augassign(self, s: cst.AugAssign, env: Env, fr: Frame) -> None:
+    def _augassign(self, s: ast.AugAssign, env: Env, fr: Frame) -> None:
         cur = self._eval(s.target, env, fr)
         v = self._eval(s.value, env, fr)
         line = self._at(s)
-        if isinstance(s.operator, (cst.AddAssign, cst.MultiplyAssign, cst.BitOrAssign)):
+        if isinstance(s.op, (ast.Add, ast.Mult, ast.BitOr)):
             added = v.keep(SEQ_KINDS, self.kind)
-            if isinstance(s.operator, cst.BitOrAssign):
+            if isinstance(s.op, ast.BitOr):
                 added = join(added, v)
-        elif isinstance(s.operator, cst.ModuloAssign):
+        elif isinstance(s.op, ast.Mod):
             added = v.keep(STR_KINDS, self.kind)
         else:
             added = EMPTY
@@ -249,8 +250,8 @@ class Statements(FlowState):
 
     def _mutate(
         self,
-        target: cst.BaseExpression,
-        node: cst.CSTNode,
+        target: ast.expr,
+        node: Any,
         cur: Value,
         added: Value,
         env: Env,
@@ -290,21 +291,21 @@ class Statements(FlowState):
 
     def _assign(
         self,
-        target: cst.BaseExpression,
+        target: ast.expr,
         v: Value,
         env: Env,
         fr: Frame,
         line: "int | At",
         how: str,
-        value_node: cst.CSTNode | None = None,
+        value_node: Any | None = None,
     ) -> None:
-        if isinstance(target, cst.Name):
-            name = target.value
+        if isinstance(target, ast.Name):
+            name = target.id
             set_path(env, name, v.with_step(line, f"{how} `{name}`"))
             fr.params.discard(name)
-        elif isinstance(target, (cst.Tuple, cst.List)):
-            elts = [e.value for e in target.elements]
-            star = next((i for i, e in enumerate(target.elements) if isinstance(e, cst.StarredElement)), None)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            elts = [e.value if isinstance(e, ast.Starred) else e for e in target.elts]
+            star = next((i for i, e in enumerate(target.elts) if isinstance(e, ast.Starred)), None)
             if v.elems is not None and star is None and len(v.elems) == len(elts):
                 parts = list(v.elems)
             elif v.elems is not None and star is not None and len(v.elems) >= len(elts) - 1:
@@ -319,38 +320,52 @@ class Statements(FlowState):
                 parts = [v.flat()] * len(elts)
             for t, part in zip(elts, parts):
                 self._assign(t, part, env, fr, line, "unpacked into" if how == "assigned to" else how)
-        elif isinstance(target, cst.StarredElement):
+        elif isinstance(target, ast.Starred):
             self._assign(target.value, v, env, fr, line, how)
-        elif isinstance(target, (cst.Attribute, cst.Subscript)):
+        elif isinstance(target, (ast.Attribute, ast.Subscript)):
             self._store(target, v, env, fr, line, is_none(value_node))
 
     def _store(
-        self, target: cst.Attribute | cst.Subscript, v: Value, env: Env, fr: Frame, line: "int | At", none: bool = False
+        self, target: ast.Attribute | ast.Subscript, v: Value, env: Env, fr: Frame, line: "int | At", none: bool = False
     ) -> None:
         base = self._eval(target.value, env, fr)
         path = path_of(target)
         key = None
-        if isinstance(target, cst.Subscript):
+        if isinstance(target, ast.Subscript):
             key = subscript_key(target)
             if key is None:
-                for el in target.slice:
-                    self._eval_slice(el.slice, env, fr)
+                self._eval_slice(target.slice, env, fr)
         shown = path or self.snippet(target)
         vs = v.with_step(line, f"stored in `{shown}`")
-        if isinstance(target, cst.Subscript) and base.refs:
+        if isinstance(target, ast.Subscript) and base.refs:
             for ref in base.refs:
                 self._set_field(ref, key if key is not None else "?", vs, target, line, none)
         if path is not None:
             set_path(env, path, vs)
             self._remember(path, vs, fr)
-        elif isinstance(target, cst.Subscript):
+        elif isinstance(target, ast.Subscript):
             bpath = path_of(target.value)
             if bpath is not None and vs:  # `ids[i] = x`: the container now holds x too
                 set_path(env, bpath, join(base, vs.keep(ALL_KINDS, self.kind)))
                 self._remember(bpath, vs, fr)
         if vs:
-            kind = "attr" if isinstance(target, cst.Attribute) else "item"
-            attr = target.attr.value if isinstance(target, cst.Attribute) else key
+            kind = "attr" if isinstance(target, ast.Attribute) else "item"
+            attr = target.attr if isinstance(target, ast.Attribute) else key
             if kind == "attr" and self.spec.carriers and matches(attr, self.spec.carriers):
                 self.carrier_store(cast(str, attr), vs)
             self.spec.store(self, StoreSite(target, line, path, attr, kind, vs, bool(base.refs)))
+
+
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_TRY = (ast.Try, ast.TryStar) if hasattr(ast, "TryStar") else (ast.Try,)
+
+
+def _is_elif(stmt: ast.If) -> bool:
+    """Whether `stmt`'s `else` is an `elif` (an `else:` block holding only an `if` reads the same in `ast`)."""
+    return len(stmt.orelse) == 1 and isinstance(stmt.orelse[0], ast.If)
+
+
+def _int_literal(node: ast.expr) -> bool:
+    """An int, True, False or None: libcst's Integer or a name whose truth is constant (not a
+    float or a string)."""
+    return isinstance(node, ast.Constant) and (node.value is None or type(node.value) in (int, bool))

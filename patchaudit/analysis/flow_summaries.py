@@ -11,9 +11,8 @@ functions, methods through `self`/`cls` and the class hierarchy of the module.
 
 from __future__ import annotations
 
-from typing import Iterable
-
-import libcst as cst
+import ast
+from typing import Any, Iterable
 
 from patchaudit.analysis.flow_api import Arg, FlowState
 from patchaudit.analysis.flow_structure import (
@@ -21,7 +20,6 @@ from patchaudit.analysis.flow_structure import (
     Frame,
     Function,
     Summary,
-    block_body,
     path_of,
     set_path,
     sub_blocks,
@@ -37,7 +35,7 @@ from patchaudit.analysis.repo_summaries import (
     symbolic,
     taints_of,
 )
-from patchaudit.inputs.cst import ANY_CALL, dotted
+from patchaudit.inputs.astnames import ANY_CALL, dotted
 
 
 class Summaries(FlowState):
@@ -45,9 +43,9 @@ class Summaries(FlowState):
     `Flow._invoke`, ...)."""
 
     # ----- structure ------------------------------------------------------------
-    def _collect(self, stmts: Iterable[cst.CSTNode], parent: Function | None, cls: str | None, prefix: str) -> None:
+    def _collect(self, stmts: Iterable[ast.stmt], parent: Function | None, cls: str | None, prefix: str) -> None:
         for stmt in stmts:
-            if isinstance(stmt, cst.FunctionDef):
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 fn = self._function(stmt, parent, cls, prefix)
                 self.functions.append(fn)
                 if cls is not None:
@@ -56,39 +54,39 @@ class Summaries(FlowState):
                     parent.nested[fn.name] = fn
                 else:
                     self.module_functions[fn.name] = fn
-                self._collect(block_body(stmt.body), fn, None, fn.qualname + ".")
-            elif isinstance(stmt, cst.ClassDef):
-                name = stmt.name.value
+                self._collect(stmt.body, fn, None, fn.qualname + ".")
+            elif isinstance(stmt, ast.ClassDef):
+                name = stmt.name
                 self.classes.setdefault(name, {})
-                self.class_bases[name] = [b for b in (dotted(a.value, ANY_CALL) for a in stmt.bases) if b]
-                self._collect(block_body(stmt.body), parent, name, prefix + name + ".")
+                self.class_bases[name] = [b for b in (dotted(a, ANY_CALL) for a in stmt.bases) if b]
+                self._collect(stmt.body, parent, name, prefix + name + ".")
             else:
                 for sub in sub_blocks(stmt):
                     self._collect(sub, parent, cls, prefix)
 
-    def _function(self, node: cst.FunctionDef, parent: Function | None, cls: str | None, prefix: str) -> Function:
-        decos = {dotted(d.decorator, ANY_CALL) for d in node.decorators}
+    def _function(self, node: Any, parent: Function | None, cls: str | None, prefix: str) -> Function:
+        decos = {dotted(d, ANY_CALL) for d in node.decorator_list}
         kind = "function"
         if cls is not None:
             kind = "static" if "staticmethod" in decos else "class" if "classmethod" in decos else "method"
-        fn = Function(prefix + node.name.value, node.name.value, node, cls, kind, parent)
-        ps = node.params
-        for p in list(ps.posonly_params) + list(ps.params):
-            fn.positional.append(p.name.value)
-        for p in ps.kwonly_params:
-            fn.kwonly.append(p.name.value)
-        if isinstance(ps.star_arg, cst.Param):
-            fn.star = ps.star_arg.name.value
-        if isinstance(ps.star_kwarg, cst.Param):
-            fn.starstar = ps.star_kwarg.name.value
+        fn = Function(prefix + node.name, node.name, node, cls, kind, parent)
+        ps = node.args
+        for p in list(ps.posonlyargs) + list(ps.args):
+            fn.positional.append(p.arg)
+        for p in ps.kwonlyargs:
+            fn.kwonly.append(p.arg)
+        if ps.vararg is not None:
+            fn.star = ps.vararg.arg
+        if ps.kwarg is not None:
+            fn.starstar = ps.kwarg.arg
         for p in (
-            list(ps.posonly_params)
-            + list(ps.params)
-            + list(ps.kwonly_params)
-            + [x for x in (ps.star_arg, ps.star_kwarg) if isinstance(x, cst.Param)]
+            list(ps.posonlyargs)
+            + list(ps.args)
+            + list(ps.kwonlyargs)
+            + [x for x in (ps.vararg, ps.kwarg) if x is not None]
         ):
-            fn.annotations[p.name.value] = p.annotation.annotation if p.annotation else None
-            fn.param_nodes[p.name.value] = p
+            fn.annotations[p.arg] = p.annotation
+            fn.param_nodes[p.arg] = p
         return fn
 
     def _mro(self, cls: str) -> list[str]:
@@ -121,9 +119,9 @@ class Summaries(FlowState):
                 v = join(v, fields.get(path, EMPTY))
         return v
 
-    def _resolve(self, func: cst.BaseExpression, env: Env, fr: Frame) -> tuple[Function, bool] | None:
-        if isinstance(func, cst.Name):
-            n = func.value
+    def _resolve(self, func: ast.expr, env: Env, fr: Frame) -> tuple[Function, bool] | None:
+        if isinstance(func, ast.Name):
+            n = func.id
             if n in env:
                 return None  # a local shadows the function
             f = fr.fn
@@ -133,8 +131,8 @@ class Summaries(FlowState):
                 f = f.parent
             fn = self.module_functions.get(n)
             return (fn, False) if fn is not None else None
-        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
-            base, m = func.value.value, func.attr.value
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+            base, m = func.value.id, func.attr
             if base in ("self", "cls") and fr.cls is not None:
                 fn = self._method(fr.cls, m)
                 if fn is not None:
@@ -171,7 +169,7 @@ class Summaries(FlowState):
             for p in fn.params():
                 env[p] = join(args.get(p, EMPTY), self._param_seed(fn, p))
             env.update(subs)
-            self._block(block_body(fn.node.body), env, fr)
+            self._block(fn.node.body, env, fr)
             summ = Summary(fr.ret, fr.effects)
         finally:
             self._in_progress.discard(key)
@@ -182,11 +180,11 @@ class Summaries(FlowState):
         self._pass_memo[key] = summ
         return summ
 
-    def _bind(self, fn: Function | Signature, bound: bool, args: list[Arg]) -> dict[str, tuple[Value, cst.Arg | None]]:
+    def _bind(self, fn: Function | Signature, bound: bool, args: list[Arg]) -> dict[str, tuple[Value, Any]]:
         positional = list(fn.positional)
         if bound and fn.kind in ("method", "class") and positional:
             positional = positional[1:]
-        binding: dict[str, tuple[Value, cst.Arg | None]] = {}
+        binding: dict[str, tuple[Value, Any]] = {}
         i = 0
         for a in args:
             if a.keyword is None and a.star == "":
@@ -217,7 +215,7 @@ class Summaries(FlowState):
         return binding
 
     def _invoke(
-        self, fn: Function, bound: bool, args: list[Arg], node: cst.Call, line: "int | At", env: Env, fr: Frame
+        self, fn: Function, bound: bool, args: list[Arg], node: ast.Call, line: "int | At", env: Env, fr: Frame
     ) -> Value:
         binding = self._bind(fn, bound, args)
         values: dict[str, Value] = {}
@@ -255,24 +253,24 @@ class Summaries(FlowState):
         return summ.ret
 
     # ----- the rest of the repository (patchaudit/analysis/repo_summaries.py) ---------------
-    def _resolve_foreign(self, func: cst.BaseExpression, env: Env, fr: Frame) -> tuple[FunctionSummary, bool] | None:
+    def _resolve_foreign(self, func: ast.expr, env: Env, fr: Frame) -> tuple[FunctionSummary, bool] | None:
         """A function of another module of the repository: an imported name, a module's
         attribute (`mod.f`, `pkg.mod.f`), or a method of a base class defined elsewhere."""
         repo = self.repo
         if repo is None:
             return None
-        if isinstance(func, cst.Name):
-            if func.value in env or func.value in self.module_functions:
+        if isinstance(func, ast.Name):
+            if func.id in env or func.id in self.module_functions:
                 return None
-            fs = repo.function(func.value)
+            fs = repo.function(func.id)
             return (fs, fs.signature.kind == "class") if fs is not None else None
-        if not isinstance(func, cst.Attribute):
+        if not isinstance(func, ast.Attribute):
             return None
-        if isinstance(func.value, cst.Name) and func.value.value in ("self", "cls") and fr.cls is not None:
-            if self._method(fr.cls, func.attr.value) is not None:
+        if isinstance(func.value, ast.Name) and func.value.id in ("self", "cls") and fr.cls is not None:
+            if self._method(fr.cls, func.attr) is not None:
                 return None
             for c in self._mro(fr.cls):
-                fs = repo.method(c, func.attr.value)
+                fs = repo.method(c, func.attr)
                 if fs is not None:
                     return fs, fs.signature.kind != "static"
             return None
@@ -283,7 +281,7 @@ class Summaries(FlowState):
         return (fs, fs.signature.kind == "class") if fs is not None else None
 
     def _invoke_foreign(
-        self, fs: FunctionSummary, bound: bool, args: list[Arg], node: cst.Call, line: "int | At", env: Env, fr: Frame
+        self, fs: FunctionSummary, bound: bool, args: list[Arg], node: ast.Call, line: "int | At", env: Env, fr: Frame
     ) -> Value:
         """A call of another module's function, by its summary: what it returns whatever
         its arguments, what it stores into its parameters' fields, what its parameters carry
@@ -347,7 +345,7 @@ class Summaries(FlowState):
     def _def_line(self, fn: Function, steps: tuple[Step, ...]) -> tuple[Step, ...]:
         steps = settle(steps)
         if steps and steps[0][0] == 0 and type(steps[0][0]) is int:
-            return ((self.line(fn.node.name), steps[0][1]),) + steps[1:]
+            return ((fn.node.lineno, steps[0][1]),) + steps[1:]
         return steps
 
     def export(self, path: str) -> ModuleSummary:

@@ -345,18 +345,10 @@ def file_steps(steps: tuple[Step, ...]) -> tuple[tuple, ...]:
     return tuple((int(l), n, l.path) if type(l) is FileLine else (l, n) for l, n in settle(steps))
 
 
-def hit_report(hit: Any, position: Any) -> Report:
-    """A hit as the rule would report it (`Rule.report`): its node's range, its trace."""
-    pos = position(hit.node)
-    return Report(
-        pos.start.line,
-        pos.start.column,
-        pos.end.line,
-        pos.end.column,
-        hit.message,
-        file_steps(hit.steps),
-        hit.severity,
-    )
+def hit_report(hit: Any, positions: Any) -> Report:
+    """A hit as the rule reports it: its node's range (libcst's columns: flow_nodes.Positions), its trace."""
+    line, column, end_line, end_column = positions.range(hit.node)
+    return Report(line, column, end_line, end_column, hit.message, file_steps(hit.steps), hit.severity)
 
 
 def text_digest(text: str) -> bytes:
