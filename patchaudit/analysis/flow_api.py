@@ -8,18 +8,21 @@ Part of the interpreter of patchaudit/analysis/dataflow.py.  A rule subclasses
 (`CallSite`), a store (`StoreSite`), a return (`ReturnSite`).
 
 `FlowState` also holds the interpreter's state and the heap (dicts built in the
-module); the parts of the interpreter (statements, expressions, summaries,
-library models) are its subclasses, joined in `Flow`.
+module), and dispatches expressions (`eval`) and statements (`block`) to the
+parts of the interpreter, plain functions of one module each that take the state:
+flow_expressions.py (its `EVAL` table), flow_statements.py (`execute`),
+flow_stores.py, flow_summaries.py and flow_builtins.py; `Flow` (dataflow.py)
+gives the state its expression and statement interpreters and runs the module.
 """
 
 from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, cast
+from typing import Any, Callable, Iterable, Iterator, cast
 
 from patchaudit.analysis.flow_nodes import ArgNode, NodeCache, Positions
-from patchaudit.analysis.flow_structure import MISSING, Frame, Function, Summary, literal_value
+from patchaudit.analysis.flow_structure import MISSING, Frame, Function, Summary, block_body, literal_value
 from patchaudit.analysis.flow_values import (
     EMPTY,
     IDS,
@@ -35,7 +38,7 @@ from patchaudit.analysis.flow_values import (
     line_of,
     settle,
 )
-from patchaudit.analysis.repo_summaries import FunctionSummary, ModuleView, is_symbolic
+from patchaudit.analysis.repo_summaries import ModuleView, is_symbolic
 
 # --------------------------------------------------------------------------
 # what rules see
@@ -297,8 +300,8 @@ class FlowSpec:
 
 class FlowState:
     """The state of one run of a `FlowSpec` over one module, what the spec's hooks may
-    call on it, and the heap.  `position(node)` gives a libcst CodeRange
-    (PositionProvider metadata)."""
+    call on it, and the heap.  `positions` (flow_nodes.Positions) gives a node's
+    libcst columns."""
 
     def __init__(
         self,
@@ -345,6 +348,10 @@ class FlowState:
         self._mros: dict[str, list[str]] = {}
         self._deferred: dict[tuple, tuple[Function, dict[str, Value], dict[str, Value]]] = {}
         self.passes = 0
+        #: the interpreters of the language's parts, given by `Flow` (patchaudit/analysis/dataflow.py):
+        #: an evaluator per expression type, and the statement interpreter
+        self.evaluators: dict[type, Evaluator] = {}
+        self.execute: Executor = _no_statements
 
     # ----- helpers for specs ----------------------------------------------------
     def line(self, node: Any) -> int:
@@ -512,77 +519,32 @@ class FlowState:
                 for b in fe.branches or {()}:
                     self._set_field(ref, k, fe.value, fe.node, fe.at, fe.none, b)
 
-    # ----- the parts of the interpreter (defined by the subclasses `Flow` joins) ---------
-    def _block(self, body: Any, env: Env, fr: Frame) -> Env:
-        raise NotImplementedError  # flow_statements
+    # ----- the language: expressions and statements, by node type ------------------------
+    def eval(self, node: ast.expr | None, env: Env, fr: Frame) -> Value:
+        """The value of expression `node` (by its evaluator, `evaluators`); an expression
+        without one is analysed for the effects of its parts and gives a clean value."""
+        if node is None:
+            return EMPTY
+        meth = self.evaluators.get(type(node))
+        if meth is not None:
+            return meth(self, node, env, fr)
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.expr):
+                self.eval(child, env, fr)
+        return EMPTY
 
-    def _assign(
-        self,
-        target: ast.expr,
-        v: Value,
-        env: Env,
-        fr: Frame,
-        line: "int | At",
-        how: str,
-        value_node: Any | None = None,
-    ) -> None:
-        raise NotImplementedError  # flow_statements
+    def block(self, body: Any, env: Env, fr: Frame) -> Env:
+        """Run the statements of `body` (a list of them, or a Module) on `env`, in place."""
+        for stmt in block_body(body):
+            self.execute(self, stmt, env, fr)
+        return env
 
-    def _mutate(
-        self,
-        target: ast.expr,
-        node: Any,
-        cur: Value,
-        added: Value,
-        env: Env,
-        fr: Frame,
-        line: "int | At",
-    ) -> None:
-        raise NotImplementedError  # flow_statements
 
-    def _remember(self, path: str, v: Value, fr: Frame) -> None:
-        raise NotImplementedError  # flow_statements
+#: an expression's evaluator (patchaudit/analysis/flow_expressions.py)
+Evaluator = Callable[[FlowState, Any, Env, Frame], Value]
+#: a statement's interpreter (patchaudit/analysis/flow_statements.py)
+Executor = Callable[[FlowState, Any, Env, Frame], None]
 
-    def _return(self, node: Any, v: Value, fr: Frame) -> None:
-        raise NotImplementedError  # flow_statements
 
-    def _eval(self, node: ast.expr | None, env: Env, fr: Frame) -> Value:
-        raise NotImplementedError  # flow_expressions
-
-    def _eval_slice(self, s: ast.expr, env: Env, fr: Frame) -> None:
-        raise NotImplementedError  # flow_expressions
-
-    def _iter_elem(self, it: Value) -> Value:
-        raise NotImplementedError  # flow_expressions
-
-    def _class_field(self, cls: str, path: str) -> Value:
-        raise NotImplementedError  # flow_summaries
-
-    def _resolve(self, func: ast.expr, env: Env, fr: Frame) -> tuple[Function, bool] | None:
-        raise NotImplementedError  # flow_summaries
-
-    def _invoke(
-        self, fn: Function, bound: bool, args: list[Arg], node: ast.Call, line: "int | At", env: Env, fr: Frame
-    ) -> Value:
-        raise NotImplementedError  # flow_summaries
-
-    def _resolve_foreign(self, func: ast.expr, env: Env, fr: Frame) -> tuple[FunctionSummary, bool] | None:
-        raise NotImplementedError  # flow_summaries
-
-    def _invoke_foreign(
-        self, fs: FunctionSummary, bound: bool, args: list[Arg], node: ast.Call, line: "int | At", env: Env, fr: Frame
-    ) -> Value:
-        raise NotImplementedError  # flow_summaries
-
-    def _builtin(
-        self,
-        node: ast.Call,
-        name: str | None,
-        receiver: Value | None,
-        receiver_path: str | None,
-        args: list[Arg],
-        line: "int | At",
-        env: Env,
-        fr: Frame,
-    ) -> Value:
-        raise NotImplementedError  # flow_builtins
+def _no_statements(flow: FlowState, stmt: Any, env: Env, fr: Frame) -> None:
+    """The statement interpreter of a state that has none (`Flow` gives flow_statements.execute)."""
