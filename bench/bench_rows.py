@@ -314,7 +314,7 @@ def start_floor(root: Path, path: str, args, say: Say, key: str) -> None:
 
 
 def scan_floor(key: str, root: Path, args, say: Say, jobs: int) -> None:
-    """The libcst parses and the dataflow interpreter of a cold 1-job run of the default
+    """The libcst and `ast` parses and the dataflow interpreter of a cold 1-job run of the default
     rules (single-threaded work), spread over `jobs` cores, plus a process importing libcst:
     the least the default rules cold can take with today's pre-filters."""
     imports, _, _ = interleaved([[PY, "-c", "import libcst"]], root, runs=args.repeat, budget=args.budget)[0]
@@ -324,9 +324,12 @@ def scan_floor(key: str, root: Path, args, say: Say, jobs: int) -> None:
         return
     got = json.loads(run.stdout)
     start = sorted(imports)[len(imports) // 2]
-    floor = (got["parse"] + got["interpreter"]) / jobs + start
+    ast_parse = got.get("ast_parse", 0.0)
+    floor = (got["parse"] + ast_parse + got["interpreter"]) / jobs + start
     check = (
         f"libcst parse {got['parse']:.2f}s ({got['parses']} parses, {got['parsed_bytes'] / 1e6:.2f} MB) + "
+        f"ast parse {ast_parse:.2f}s ({got.get('ast_parses', 0)} parses, "
+        f"{got.get('ast_parsed_bytes', 0) / 1e6:.2f} MB) + "
         f"interpreter {got['interpreter']:.2f}s of a {got['wall']:.2f}s 1-job run, over {jobs} cores, "
         f"+ {start:.2f}s to start with libcst"
     )

@@ -10,8 +10,9 @@ beside the bounds of issue 21 that depend on them.
     python bench/floors.py scan [CHECK OPTIONS] PATH
         one JSON object for `patchaudit check --no-cache -j 1 [CHECK OPTIONS] PATH` run in
         this process: its wall seconds, the seconds and bytes of every libcst parse it
-        made (the files the pre-filters let through to libcst), and the seconds of the
-        dataflow interpreter (`Flow.run`, the whole-repository pre-pass and PA102, PA103,
+        made (the files the pre-filters let through to libcst), of every `ast` parse
+        (`ast_parse`...: the gates, the pre-pass and the dataflow rules read `ast`), and the
+        seconds of the dataflow interpreter (`Flow.run`, the whole-repository pre-pass and PA102, PA103,
         PA106 and PA107).  Both are single-threaded work on files the byte filter and the
         `ast` gates could not rule out: spread over N cores at best they take 1/N of it.
 
@@ -41,9 +42,12 @@ def scan(args: list[str]) -> dict:
 
     from patchaudit.analysis import dataflow
     from patchaudit.cli import main
+    from patchaudit.inputs import pyast
 
     got = {"parse": 0.0, "parsed_bytes": 0, "parses": 0, "interpreter": 0.0}
+    got.update({"ast_parse": 0.0, "ast_parsed_bytes": 0, "ast_parses": 0})
     parse_module = libcst.parse_module
+    parse_ast = pyast.parse_uncached
     run = dataflow.Flow.run
     depth = [0]
 
@@ -55,6 +59,15 @@ def scan(args: list[str]) -> dict:
             got["parse"] += time.perf_counter() - t
             got["parsed_bytes"] += len(source)
             got["parses"] += 1
+
+    def timed_ast(source, *a, **k):
+        t = time.perf_counter()
+        try:
+            return parse_ast(source, *a, **k)
+        finally:
+            got["ast_parse"] += time.perf_counter() - t
+            got["ast_parsed_bytes"] += len(source)
+            got["ast_parses"] += 1
 
     def timed_run(self):
         depth[0] += 1
@@ -68,6 +81,7 @@ def scan(args: list[str]) -> dict:
 
     libcst.parse_module = timed_parse  # patchaudit calls it as `cst.parse_module`
     dataflow.Flow.run = timed_run  # type: ignore[method-assign]
+    pyast.parse_uncached = timed_ast  # pyast.parse calls it through the module
     argv = ["check", "--no-cache", "-j", "1", "--format", "json", "--exit-zero", "-o", os.devnull, *args]
     t = time.perf_counter()
     try:

@@ -9,15 +9,7 @@ from patchaudit.analysis.dataflow import file_steps
 from patchaudit.model.findings import Report
 
 
-def hit_report(hit: Any, position: Any) -> Report:
-    """A hit as the rule would report it (`Rule.report`): its node's range, its trace."""
-    pos = position(hit.node)
-    return Report(
-        pos.start.line,
-        pos.start.column,
-        pos.end.line,
-        pos.end.column,
-        hit.message,
-        file_steps(hit.steps),
-        hit.severity,
-    )
+def hit_report(hit: Any, positions: Any) -> Report:
+    """A hit as the rule reports it: its node's range (libcst's columns: flow_nodes.Positions), its trace."""
+    line, column, end_line, end_column = positions.range(hit.node)
+    return Report(line, column, end_line, end_column, hit.message, file_steps(hit.steps), hit.severity)

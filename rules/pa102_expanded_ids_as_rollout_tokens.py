@@ -1,9 +1,7 @@
 from __future__ import annotations
 
+import ast
 from typing import Any, cast
-
-import libcst as cst
-from libcst.metadata import PositionProvider
 
 from patchaudit.analysis.chat_literals import dict_literals, metadata_only, text_only_chat
 from patchaudit.analysis.dataflow import (
@@ -11,6 +9,7 @@ from patchaudit.analysis.dataflow import (
     OBJECT,
     CallSite,
     FlowSpec,
+    Positions,
     Value,
     analyse,
     exclusive,
@@ -32,6 +31,7 @@ from patchaudit.analysis.gate import (
     quick_text,
     string_lists,
 )
+from patchaudit.inputs import pyast
 from patchaudit.lint.rule import PYTHON, Rule
 from patchaudit.model.findings import Severity
 
@@ -191,7 +191,7 @@ class _Spec(FlowSpec):
         )
         self.ids_keys = set(opts["request-ids-keys"]) | set(opts["vllm-ids-keys"])
         self.media_keys = set(opts["request-media-keys"]) | set(opts["vllm-media-keys"])
-        self._text_chats: dict[int, tuple[cst.Call, bool]] = {}
+        self._text_chats: dict[int, tuple[ast.Call, bool]] = {}
 
     def _named_processor(self, name: str | None) -> bool:
         return matches(name, self.o["processor-names"]) and not matches(name, self.o["not-processor-names"])
@@ -238,7 +238,7 @@ class _Spec(FlowSpec):
             self._text_chats[id(site.node)] = held
         return held[1]
 
-    def _holds_media(self, flow, value: Value, node: cst.BaseExpression | None) -> bool:
+    def _holds_media(self, flow, value: Value, node: ast.expr | None) -> bool:
         """A media argument that may carry an image: not tagged as preprocessed, not written as
         grid metadata alone (`[{"image_grid_thw": ...}]`: nothing for the engine to expand)."""
         if node is not None and metadata_only(node, self.o["media-metadata-keys"]):
@@ -279,7 +279,7 @@ class _Spec(FlowSpec):
         return None
 
     # ----- sinks -----------------------------------------------------------------
-    def _preprocessed(self, flow, value: Value, node: cst.CSTNode | None) -> bool:
+    def _preprocessed(self, flow, value: Value, node: Any) -> bool:
         """Media tagged as processor output (`{"format": "processor_output", ...}`): SGLang's
         preprocessed path, which expects the expanded ids."""
         formats = self.o["preprocessed-formats"]
@@ -289,9 +289,9 @@ class _Spec(FlowSpec):
                 return True
         if node is not None:  # a literal in the call itself: image_data=[{"format": "processor_output"}]
             for d in dict_literals(node):
-                for el in d.elements:
-                    if isinstance(el, cst.DictElement) and literal_value(el.key) == "format":
-                        if literal_value(el.value) in formats:
+                for key, v in zip(d.keys, d.values):
+                    if key is not None and literal_value(key) == "format":
+                        if literal_value(v) in formats:
                             return True
         return False
 
@@ -452,7 +452,7 @@ class ExpandedIdsAsRolloutTokens(Rule):
         ("apply_chat_template", "processor"),
     )
     options = {k: list(v) for k, v in DEFAULTS.items()}
-    METADATA_DEPENDENCIES = (PositionProvider,)
+    reads_tree = False
 
     VALID = VALID_EXAMPLES
     INVALID = INVALID_EXAMPLES
@@ -547,12 +547,12 @@ class ExpandedIdsAsRolloutTokens(Rule):
 
     @classmethod
     def summarise(
-        cls, module: cst.Module, position: Any, path: str, view: Any, settings: Any = None, seed: Any = None
+        cls, module: ast.Module, positions: Any, path: str, view: Any, settings: Any = None, seed: Any = None
     ) -> Any:
         options = settings.options_for(cls.code) if settings is not None else {}
         check_options(options, DEFAULTS)
-        summary, hits = summarise(module, _Spec({**DEFAULTS, **options}), position, path, view, seed)
-        return summary, [hit_report(h, position) for h in hits]
+        summary, hits = summarise(module, _Spec({**DEFAULTS, **options}), positions, path, view, seed)
+        return summary, [hit_report(h, positions) for h in hits]
 
     @classmethod
     def can_match(cls, text: str, settings: Any = None) -> bool:
@@ -670,9 +670,9 @@ class ExpandedIdsAsRolloutTokens(Rule):
         minimal = sorted(f for f in frags if not any(g != f and g in f for g in frags))
         return tuple((f, g) for f in firsts for g in minimal)
 
-    def leave_Module(self, original_node: cst.Module) -> None:
+    def check_python(self) -> None:
         check_options(self.context.options, DEFAULTS)
+        tree, positions = pyast.parse(self.unit_text), Positions(self.unit_text)
         repo = repo_view(self.context, self.unit, self.code)
-        hits = analyse(original_node, _Spec(self.opts), lambda n: self.get_metadata(PositionProvider, n), repo)
-        for h in hits:
-            self.report(h.node, h.message, trace=file_steps(h.steps), severity=h.severity)
+        for h in analyse(tree, _Spec(self.opts), positions, repo) if tree is not None else ():
+            self.report_at(*positions.range(h.node), h.message, trace=file_steps(h.steps), severity=h.severity)

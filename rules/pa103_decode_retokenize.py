@@ -4,10 +4,7 @@ import functools
 import re
 from typing import Any, Iterator
 
-import libcst as cst
-from libcst.metadata import PositionProvider
-
-from patchaudit.analysis.dataflow import analyse, matches
+from patchaudit.analysis.dataflow import Positions, analyse, matches
 from patchaudit.analysis.gate import (
     UNKNOWN,
     call_receivers,
@@ -271,7 +268,7 @@ class DecodeRetokenize(Rule):
         ("post", "tok"),
     )
     options = {k: list(v) for k, v in DEFAULTS.items()}
-    METADATA_DEPENDENCIES = (PositionProvider,)
+    reads_tree = False
 
     VALID = [
         Example(
@@ -872,11 +869,13 @@ class DecodeRetokenize(Rule):
         """The callee names a source call can have (decode methods, engine calls' last names)."""
         return tuple(sorted(set(o["decode-methods"]) | {p.rsplit(".", 1)[-1] for p in o["response-calls"]}))
 
-    def leave_Module(self, original_node: cst.Module) -> None:
+    def check_python(self) -> None:
         check_options(self.context.options, DEFAULTS)
-        position = lambda n: self.get_metadata(PositionProvider, n)  # noqa: E731
         text = self.unit_text
-        spec = RetokenizeSpec(self.opts, original_node, position, VERB_NAMES, text)
-        hits = analyse(original_node, spec, position)
-        for h in one_per_flow(hits):
-            self.report(h.node, h.message, trace=h.steps, severity=h.severity)
+        tree = pyast.parse(text)
+        if tree is None:
+            return
+        positions = Positions(text)
+        spec = RetokenizeSpec(self.opts, tree, VERB_NAMES, text)
+        for h in one_per_flow(analyse(tree, spec, positions)):
+            self.report_at(*positions.range(h.node), h.message, trace=h.steps, severity=h.severity)

@@ -3,13 +3,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import libcst as cst
-from libcst.metadata import PositionProvider
-
-from patchaudit.analysis.dataflow import FlowSpec, analyse, matches
+from patchaudit.analysis.dataflow import FlowSpec, Positions, analyse, matches
 from patchaudit.analysis.gate import facts, literal_runs, some_word_may_match, string_lists
 from patchaudit.analysis.multiturn_spec import DEFAULTS, ENGINE_IDS, PIECE_IDS, ResendSpec, parse_layout, resends
 from patchaudit.analysis.turn_syntax import calls_containing, calls_one_of, field_of
+from patchaudit.inputs import pyast
 from patchaudit.lint.rule import PYTHON, Example, Rule
 from patchaudit.model.findings import Severity
 
@@ -142,7 +140,7 @@ class ConversationResentAsText(Rule):
         ("post", "text"),
     )
     options = {k: list(v) for k, v in DEFAULTS.items()}
-    METADATA_DEPENDENCIES = (PositionProvider,)
+    reads_tree = False
 
     VALID = [
         Example(
@@ -401,22 +399,22 @@ class ConversationResentAsText(Rule):
             return False
         return helper or "+=" in text or any(c.name in FlowSpec.mutators for c in f.calls)
 
-    def leave_Module(self, original_node: cst.Module) -> None:
+    def check_python(self) -> None:
         check_options(self.context.options, DEFAULTS)
         text = self.unit_text
         lay = parse_layout(text)
-        if lay is None or not lay.loops:
+        tree = pyast.parse(text)
+        if lay is None or not lay.loops or tree is None:
             return
-        position = lambda n: self.get_metadata(PositionProvider, n)  # noqa: E731
+        positions = Positions(text)
         config = self.opts["config-names"]
-        # labels only first (no trace: a module without a resend computes no position), then
-        # the traced run for a module that has one
-        spec = ResendSpec(self.opts, position)
-        analyse(original_node, spec, position)
+        # labels only first (no trace), then the traced run for a module that has a resend
+        spec = ResendSpec(self.opts)
+        analyse(tree, spec, positions)
         if not resends(spec, lay, config):
             return
-        spec = ResendSpec(self.opts, position, traced=True)
-        analyse(original_node, spec, position)
+        spec = ResendSpec(self.opts, traced=True)
+        analyse(tree, spec, positions)
         for r in resends(spec, lay, config):
             message = MESSAGE.format(
                 key=r.key, pieces=_pieces(r.pieces), acc=r.accumulated, trained=r.trained_note, tline=r.trained

@@ -5,10 +5,7 @@ import functools
 import re
 from typing import Any
 
-import libcst as cst
-from libcst.metadata import PositionProvider
-
-from patchaudit.analysis.dataflow import analyse, matches
+from patchaudit.analysis.dataflow import Positions, analyse, matches
 from patchaudit.analysis.gate import facts, literal_runs, some_word_may_match, string_lists
 from patchaudit.analysis.resume_spec import DEFAULTS, ResumeSpec, drops
 from patchaudit.analysis.turn_syntax import field_of, layout
@@ -116,7 +113,7 @@ class ResumeDropsPartialResponse(Rule):
         ("response_length", "prompt", "sample"),
     )
     options = {k: list(v) for k, v in DEFAULTS.items()}
-    METADATA_DEPENDENCIES = (PositionProvider,)
+    reads_tree = False
 
     VALID = [
         Example(
@@ -304,15 +301,14 @@ class ResumeDropsPartialResponse(Rule):
             "+=" in text or any(c.name in ("extend", "append") for c in f.calls) or "+" in text
         )
 
-    def leave_Module(self, original_node: cst.Module) -> None:
+    def check_python(self) -> None:
         check_options(self.context.options, DEFAULTS)
         text = self.unit_text
         tree = pyast.parse(text)
         if not isinstance(tree, ast.Module):
             return
-        position = lambda n: self.get_metadata(PositionProvider, n)  # noqa: E731
         spec = ResumeSpec(self.opts)
-        analyse(original_node, spec, position)
+        analyse(tree, spec, Positions(text))
         if not spec.sent:
             return
         for d in drops(spec, tree, layout(tree)):

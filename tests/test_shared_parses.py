@@ -1,8 +1,8 @@
 """What the whole-repository pre-pass parses, the scan does not parse again: the gate's
-`ast` facts (analysis/gate.py `_pin`, `pinned`, `adopt`) and libcst's module
-(units `hand_over`), and the gate's walk (inputs/pyast.py `walk`).  Each test
-counts parses, and shows the count it guards by switching the sharing off; the
-findings are the same either way.  Every tree here is written by the test."""
+`ast` facts (analysis/gate.py `_pin`, `pinned`, `adopt`), the `ast` tree the dataflow
+rules read (inputs/pyast.py), and the gate's walk (inputs/pyast.py `walk`); and the
+dataflow rules parse nothing with libcst.  Each test counts parses; the findings are the
+same either way.  Every tree here is written by the test."""
 
 from __future__ import annotations
 
@@ -89,53 +89,46 @@ def test_the_scan_reuses_the_gate_facts_of_the_prepass(tmp_path, monkeypatch):
     _tree(tmp_path)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(gate, "_CACHE_SIZE", 1)  # the pre-pass gates the rollout after it
-    parses = _count(monkeypatch, pyast, "parse")
+    parses = _count(monkeypatch, pyast, "parse_uncached")
     shared = _run()
     dataset = DATASET.split("\n", 1)[0]
-    assert parses[dataset] == 1  # gated by the pre-pass; its facts serve PA102 and PA103
+    assert parses[dataset] == 1  # gated by the pre-pass; its tree serves PA102's and PA103's interpreter
     parses.clear()
     monkeypatch.setattr(gate, "PIN_CHARS", 0)
+    monkeypatch.setattr(pyast, "_CACHE_SIZE", 0)
+    monkeypatch.setattr(pyast, "_CACHE_CHARS", 0)
+    pyast._CACHE.clear()
     assert _run() == shared
-    assert parses[dataset] == 2  # without the kept facts the scan parses it again
+    assert parses[dataset] > 1  # without the kept facts and trees the scan parses it again
 
 
-def test_the_scan_takes_the_module_the_prepass_parsed(tmp_path, monkeypatch):
+def test_the_dataflow_rules_parse_nothing_with_libcst(tmp_path, monkeypatch):
     import libcst
-
-    import patchaudit.units as units
 
     _tree(tmp_path)
     monkeypatch.chdir(tmp_path)
     parses = _count(monkeypatch, libcst, "parse_module")
-    shared = _run()
-    dataset = DATASET.split("\n", 1)[0]
-    assert parses[dataset] == 1  # summarised for PA102; PA103 runs on the same module
-    assert not units._HANDED  # taken by the scan
-    parses.clear()
-    monkeypatch.setattr(units, "HAND_OVER_CHARS", 0)
-    assert _run() == shared
-    assert parses[dataset] == 2
+    _run()
+    assert not parses  # the interpreter reads `ast` (analysis/flow_nodes.py maps its columns)
 
 
-def test_a_run_starts_without_the_last_runs_facts_and_modules(tmp_path, monkeypatch):
+def test_a_run_starts_without_the_last_runs_facts(tmp_path, monkeypatch):
     import patchaudit.pipeline.parallel as parallel
-    import patchaudit.units as units
 
     _tree(tmp_path)
     monkeypatch.chdir(tmp_path)
-    units.hand_over("stale = 1\n", object())
     gate.adopt("stale = 1\n", None)
     at_scan: list = []
     real_scan = parallel.scan  # the runner imports it when it runs
 
     def scanning(*a, **k):
-        at_scan.append(("stale = 1\n" in units._HANDED, "stale = 1\n" in gate._PINNED, bool(gate._PINNED)))
+        at_scan.append(("stale = 1\n" in gate._PINNED, bool(gate._PINNED)))
         return real_scan(*a, **k)
 
     monkeypatch.setattr(parallel, "scan", scanning)
     _run()
-    assert at_scan == [(False, False, True)]  # the last run's gone, this run's kept for its scan
-    assert not units._HANDED and not gate._PINNED  # and what it kept is dropped after its scan
+    assert at_scan == [(False, True)]  # the last run's gone, this run's kept for its scan
+    assert not gate._PINNED  # and what it kept is dropped after its scan
 
 
 def test_a_workers_facts_are_the_facts_here():

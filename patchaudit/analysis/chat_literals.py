@@ -1,4 +1,4 @@
-"""What a chat or a media argument written in the code holds, read from its syntax (libcst).
+"""What a chat or a media argument written in the code holds, read from its syntax (`ast`).
 
 PA102 (rules/pa102_expanded_ids_as_rollout_tokens.py) asks these questions the dataflow
 layer cannot answer, because list literals are not objects it follows element by element:
@@ -24,66 +24,67 @@ No finding, no rule code: the rule decides what these facts mean.
 
 from __future__ import annotations
 
-from typing import Iterable
-
-import libcst as cst
-
-from patchaudit.inputs.cst import string_literal, walk
+import ast
+from typing import Any, Iterable
 
 __all__ = ["dict_literals", "metadata_only", "text_only_chat"]
 
 
-def text_only_chat(scope: cst.FunctionDef | None, call: cst.Call, arg: cst.BaseExpression) -> bool:
+def text_only_chat(scope: Any, call: ast.Call, arg: ast.expr) -> bool:
     """`scope`: the function `call` is made in (a name is not read at module level)."""
-    if isinstance(arg, cst.Name):
-        bound = _bound_once(scope, arg.value, call) if scope is not None else None
+    if isinstance(arg, ast.Name):
+        bound = _bound_once(scope, arg.id, call) if scope is not None else None
         if bound is None:
             return False
         arg = bound
     return _text_chat_literal(arg)
 
 
-def metadata_only(node: cst.BaseExpression, keys: Iterable[str]) -> bool:
+def metadata_only(node: ast.expr, keys: Iterable[str]) -> bool:
     allowed = set(keys)
-    if isinstance(node, cst.Dict):
-        dicts: list[cst.BaseExpression] = [node]
-    elif isinstance(node, (cst.List, cst.Tuple)) and node.elements:
-        dicts = [e.value for e in node.elements]
-        if any(isinstance(e, cst.StarredElement) for e in node.elements):
+    if isinstance(node, ast.Dict):
+        dicts: list[ast.expr] = [node]
+    elif isinstance(node, (ast.List, ast.Tuple)) and node.elts:
+        dicts = list(node.elts)
+        if any(isinstance(e, ast.Starred) for e in node.elts):
             return False
     else:
         return False
     for d in dicts:
-        if not isinstance(d, cst.Dict) or not d.elements:
+        if not isinstance(d, ast.Dict) or not d.keys:
             return False
-        for el in d.elements:
-            if not isinstance(el, cst.DictElement) or string_literal(el.key) not in allowed:
+        for key in d.keys:
+            if key is None or _string(key) not in allowed:
                 return False
     return True
 
 
-def dict_literals(node: cst.CSTNode) -> list[cst.Dict]:
+def dict_literals(node: Any) -> list[ast.Dict]:
     """The dict literals of an argument (itself, or the elements of a list/tuple literal)."""
-    if isinstance(node, cst.Dict):
+    if isinstance(node, ast.Dict):
         return [node]
-    if isinstance(node, (cst.List, cst.Tuple)):
-        return [e.value for e in node.elements if isinstance(e.value, cst.Dict)]
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [e for e in node.elts if isinstance(e, ast.Dict)]
     return []
 
 
-def _text_chat_literal(node: cst.BaseExpression) -> bool:
-    if not isinstance(node, (cst.List, cst.Tuple)) or not node.elements:
+def _string(node: Any) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def _text_chat_literal(node: ast.expr) -> bool:
+    if not isinstance(node, (ast.List, ast.Tuple)) or not node.elts:
         return False
-    for el in node.elements:
-        if isinstance(el, cst.StarredElement) or not isinstance(el.value, cst.Dict):
+    for el in node.elts:
+        if not isinstance(el, ast.Dict):
             return False
-        for item in el.value.elements:
-            if not isinstance(item, cst.DictElement):
+        for key, value in zip(el.keys, el.values):
+            if key is None:
                 return False
-            key = string_literal(item.key)
-            if key not in _MESSAGE_KEYS:
+            k = _string(key)
+            if k not in _MESSAGE_KEYS:
                 return False  # `{"role": "user", "images": [...]}`: not read as text
-            if key == "content" and not _text_content(item.value):
+            if k == "content" and not _text_content(value):
                 return False
     return True
 
@@ -92,48 +93,61 @@ def _text_chat_literal(node: cst.BaseExpression) -> bool:
 _MESSAGE_KEYS = frozenset({"role", "content", "name", "tool_calls", "tool_call_id", "reasoning_content"})
 
 
-def _text_content(node: cst.BaseExpression) -> bool:
-    if isinstance(node, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
+def _text_content(node: ast.expr) -> bool:
+    if isinstance(node, ast.JoinedStr) or (isinstance(node, ast.Constant) and isinstance(node.value, (str, bytes))):
         return True
-    if not isinstance(node, (cst.List, cst.Tuple)):
+    if not isinstance(node, (ast.List, ast.Tuple)):
         return False
-    for el in node.elements:
-        if isinstance(el, cst.StarredElement) or not isinstance(el.value, cst.Dict):
+    for el in node.elts:
+        if not isinstance(el, ast.Dict):
             return False
-        kinds = [
-            string_literal(i.value)
-            for i in el.value.elements
-            if isinstance(i, cst.DictElement) and string_literal(i.key) == "type"
-        ]
-        if kinds != ["text"] or any(not isinstance(i, cst.DictElement) for i in el.value.elements):
+        kinds = [_string(v) for k, v in zip(el.keys, el.values) if k is not None and _string(k) == "type"]
+        if kinds != ["text"] or any(k is None for k in el.keys):
             return False
     return True
 
 
-def _bound_once(fn: cst.FunctionDef, name: str, call: cst.Call) -> cst.BaseExpression | None:
+def _bound_once(fn: Any, name: str, call: ast.Call) -> ast.expr | None:
     """The value `name` is assigned in `fn` when that is its only binding and `name` is used
     nowhere else in `fn` but in `call`: an alias, a method call (`messages.append(...)`), an
     item store, `+=`, another call it is passed to, a closure, a loop or `with` target, any
-    of them may change it or bind it again; else None."""
-    values: list[cst.BaseExpression] = []
-    allowed: set[int] = {id(n) for n in walk(call) if _is(n, name)}
-    uses: list[cst.Name] = []
-    for node in walk(fn.body):
-        if isinstance(node, cst.Name) and node.value == name:
-            uses.append(node)
-        elif isinstance(node, cst.Attribute):
-            allowed.add(id(node.attr))  # `x.messages`: another name
-        elif isinstance(node, cst.Arg) and node.keyword is not None:
-            allowed.add(id(node.keyword))  # `f(messages=...)`: a keyword
-        elif isinstance(node, cst.Assign) and any(_is(t.target, name) for t in node.targets):
-            if len(node.targets) != 1:
-                return None
-            values.append(node.value)
-            allowed.add(id(node.targets[0].target))
+    of them may change it or bind it again; else None.  A binding that is not an `ast.Name`
+    (a parameter of a nested function, an import, `global`, an `except ... as`) counts as a use."""
+    values: list[ast.expr] = []
+    allowed: set[int] = {id(n) for n in ast.walk(call) if _is(n, name)}
+    uses: list[Any] = []
+    for stmt in fn.body:
+        for node in ast.walk(stmt):
+            if _is(node, name) or _binds(node, name):
+                uses.append(node)
+            if isinstance(node, ast.Assign) and any(_is(t, name) for t in node.targets):
+                if len(node.targets) != 1:
+                    return None
+                values.append(node.value)
+                allowed.add(id(node.targets[0]))
     if len(values) != 1 or any(id(n) not in allowed for n in uses):
         return None
     return values[0]
 
 
-def _is(node: cst.CSTNode, name: str) -> bool:
-    return isinstance(node, cst.Name) and node.value == name
+def _is(node: Any, name: str) -> bool:
+    return isinstance(node, ast.Name) and node.id == name
+
+
+def _binds(node: Any, name: str) -> bool:
+    """A name libcst writes as a `Name` node that `ast` keeps as a string."""
+    if isinstance(node, ast.arg):
+        return node.arg == name
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.ExceptHandler)):
+        return node.name == name
+    if isinstance(node, (ast.Global, ast.Nonlocal)):
+        return name in node.names
+    if isinstance(node, ast.alias):
+        return node.asname == name or node.name.split(".")[0] == name
+    if isinstance(node, ast.ImportFrom):
+        return (node.module or "").split(".")[0] == name
+    if isinstance(node, (ast.MatchAs, ast.MatchStar)):
+        return node.name == name
+    if isinstance(node, ast.MatchMapping):
+        return node.rest == name
+    return False

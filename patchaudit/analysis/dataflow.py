@@ -1,4 +1,4 @@
-"""Intra-module dataflow over libcst: follow values from sources to sinks, with traces.
+"""Intra-module dataflow over the standard library's `ast`: follow values from sources to sinks, with traces.
 
 The layer is an abstract interpreter over one parsed module.  Abstract values
 carry *taints*: a label chosen by a rule (say "expanded-ids"), an origin (the
@@ -37,22 +37,29 @@ What the interpreter follows:
 Control flow: branches are analysed separately and joined, loops are iterated
 until their environment is stable (at most three times), exceptions join the
 states of the `try` body.  Names are resolved by the LEGB rule approximately:
-locals, then module globals, then the spec's `unknown` hook.  Only
-PositionProvider metadata is used: the layer does its own scoping, which is
-enough for the flows it follows and an order of magnitude cheaper than libcst's
-ScopeProvider/QualifiedNameProvider.
+locals, then module globals, then the spec's `unknown` hook.  The layer reads
+the standard library's `ast` (about 12x faster to parse than libcst) and does
+its own scoping, which is enough for the flows it follows; positions are `ast`'s,
+mapped to libcst's character columns (flow_nodes.Positions) only for the nodes a
+finding or a source's identity asks about.
 
-The interpreter is one class, `Flow`, joined from one part per concern; this
-module holds its driver (the fixed point) and is the layer's public face: the
-rules import every name from here.
+The interpreter is `Flow` (the state, `FlowState`, and this module's driver: the
+fixed point) and one module of plain functions per part of the language, which call
+each other directly or through the state's two dispatchers (`FlowState.eval` for
+an expression, `FlowState.block` for a block); this module is the layer's public
+face: the rules import every name from here.
 
+- flow_nodes.py: `Positions` (libcst's character columns from `ast`'s byte
+  offsets, computed only for what is reported), `ArgNode`/`Element` (a call's
+  argument, a dict entry: nodes `ast` does not have);
 - flow_values.py: the abstract values (taints, traces, environments), the
   name patterns (`matches`, `path_matches`) and the budgets;
 - flow_structure.py: the module's functions, their summaries, access paths and
-  other CST readers;
+  other `ast` readers;
 - flow_api.py: what a rule sees (`FlowSpec`, the call/store/return sites, the
   hits) and `FlowState`, the state the hooks get, with the heap;
-- flow_statements.py: statements, assignments, stores and control flow;
+- flow_statements.py: statements and control flow;
+- flow_stores.py: assignments, stores, mutations and returns;
 - flow_expressions.py: expressions and calls;
 - flow_summaries.py: structure, callee resolution, per-context summaries;
 - flow_builtins.py: the library models for calls the module does not define.
@@ -60,9 +67,7 @@ rules import every name from here.
 
 from __future__ import annotations
 
-from typing import Any, Callable
-
-import libcst as cst
+import ast
 
 from patchaudit.analysis.flow_api import (
     Arg,
@@ -75,9 +80,9 @@ from patchaudit.analysis.flow_api import (
     ReturnSite,
     StoreSite,
 )
-from patchaudit.analysis.flow_builtins import Builtins
-from patchaudit.analysis.flow_expressions import Expressions
-from patchaudit.analysis.flow_statements import Statements
+from patchaudit.analysis.flow_expressions import EVAL
+from patchaudit.analysis.flow_nodes import ArgNode, Element, Positions
+from patchaudit.analysis.flow_statements import execute
 from patchaudit.analysis.flow_structure import (
     EMPTY_SUMMARY,
     MISSING,
@@ -91,7 +96,7 @@ from patchaudit.analysis.flow_structure import (
     receiver_name,
     subscript_key,
 )
-from patchaudit.analysis.flow_summaries import Summaries
+from patchaudit.analysis.flow_summaries import collect, export, seeds, summary
 from patchaudit.analysis.flow_values import (
     ALL_KINDS,
     EMPTY,
@@ -146,6 +151,9 @@ __all__ = [
     "TEXT",
     "UNKNOWN",
     "Arg",
+    "ArgNode",
+    "Element",
+    "Positions",
     "At",
     "CallSite",
     "Env",
@@ -191,36 +199,48 @@ __all__ = [
 # the interpreter
 
 
-class Flow(Statements, Expressions, Summaries, Builtins):
-    """Runs one `FlowSpec` over one module.  `position(node)` gives a libcst
-    CodeRange (PositionProvider metadata)."""
+class Flow(FlowState):
+    """Runs one `FlowSpec` over one module; `positions` (flow_nodes.Positions) gives the
+    character columns libcst would report."""
+
+    def __init__(
+        self,
+        module: ast.Module,
+        spec: FlowSpec,
+        positions: Positions,
+        repo: ModuleView | None = None,
+        summary_mode: bool = False,
+    ):
+        super().__init__(module, spec, positions, repo, summary_mode)
+        self.evaluators = EVAL
+        self.execute = execute
 
     # ----- driver ----------------------------------------------------------------
     def run(self) -> list[Hit]:
-        self._collect(self.module.body, None, None, "")
+        collect(self, self.module.body, None, None, "")
         for _ in range(MAX_PASSES):
             self.passes += 1
             self._changed = False
             self._pass_memo = {}
             fr = Frame(None, 0)
             env: Env = {}
-            self._block(self.module.body, env, fr)
+            self.block(self.module.body, env, fr)
             if env_key(env) != env_key(self.globals):
                 self._changed = True
             self.globals = env
             for fn in self.functions:
                 if self.summary_mode and fn.parent is None and (self.seed is None or fn.qualname in self.seed):
                     self._tainted = True
-                    self._summary(fn, (fn.qualname, "seeded"), self._seeds(fn), {}, 1)
+                    summary(self, fn, (fn.qualname, "seeded"), seeds(self, fn), {}, 1)
                 else:
-                    self._summary(fn, (fn.qualname, (), ()), {}, {}, 1)
+                    summary(self, fn, (fn.qualname, (), ()), {}, {}, 1)
             budget = MAX_DEFERRED
             while self._deferred and budget > 0:
                 key, (fn, args, subs) = next(iter(self._deferred.items()))
                 del self._deferred[key]
                 budget -= 1
                 if key not in self._pass_memo:
-                    self._summary(fn, key, args, subs, 1)
+                    summary(self, fn, key, args, subs, 1)
             self._deferred.clear()
             if not self._changed or not self._tainted:
                 break
@@ -234,23 +254,21 @@ class Flow(Statements, Expressions, Summaries, Builtins):
             if any(k.origin == h.origin and h.line in {l for l, _ in k.steps} for k in kept):
                 continue  # the flow goes on to a later sink: report it there, with the longer trace
             kept.append(h)
-        kept.sort(key=lambda h: (h.line, self._position(h.node).start.column))
+        kept.sort(key=lambda h: self.start(h.node))
         return kept
 
 
-def analyse(
-    module: cst.Module, spec: FlowSpec, position: Callable[[cst.CSTNode], Any], repo: ModuleView | None = None
-) -> list[Hit]:
+def analyse(module: ast.Module, spec: FlowSpec, positions: Positions, repo: ModuleView | None = None) -> list[Hit]:
     """Run `spec` over `module`; the hits, one per (sink, source), subsumed ones dropped.
     With `repo` (the rest of the repository, patchaudit/analysis/repo_summaries.py),
     calls of other modules' functions and reads of carrier fields use their summaries."""
-    return Flow(module, spec, position, repo).run()
+    return Flow(module, spec, positions, repo).run()
 
 
 def summarise(
-    module: cst.Module,
+    module: ast.Module,
     spec: FlowSpec,
-    position: Callable[[cst.CSTNode], Any],
+    positions: Positions,
     path: str,
     repo: ModuleView | None = None,
     seed: set[str] | None = None,
@@ -259,7 +277,7 @@ def summarise(
     its hits (the flows from its own sources and from what `repo` shows: the findings of
     the module when `repo` is final).  `seed`: the functions whose parameters are followed
     (None: all)."""
-    flow = Flow(module, spec, position, repo, summary_mode=True)
+    flow = Flow(module, spec, positions, repo, summary_mode=True)
     flow.seed = seed
     hits = flow.run()
-    return flow.export(path), hits
+    return export(flow, path), hits

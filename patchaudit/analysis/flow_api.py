@@ -8,18 +8,21 @@ Part of the interpreter of patchaudit/analysis/dataflow.py.  A rule subclasses
 (`CallSite`), a store (`StoreSite`), a return (`ReturnSite`).
 
 `FlowState` also holds the interpreter's state and the heap (dicts built in the
-module); the parts of the interpreter (statements, expressions, summaries,
-library models) are its subclasses, joined in `Flow`.
+module), and dispatches expressions (`eval`) and statements (`block`) to the
+parts of the interpreter, plain functions of one module each that take the state:
+flow_expressions.py (its `EVAL` table), flow_statements.py (`execute`),
+flow_stores.py, flow_summaries.py and flow_builtins.py; `Flow` (dataflow.py)
+gives the state its expression and statement interpreters and runs the module.
 """
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, cast
 
-import libcst as cst
-
-from patchaudit.analysis.flow_structure import MISSING, Frame, Function, Summary, literal_value
+from patchaudit.analysis.flow_nodes import ArgNode, NodeCache, Positions
+from patchaudit.analysis.flow_structure import MISSING, Frame, Function, Summary, block_body, literal_value
 from patchaudit.analysis.flow_values import (
     EMPTY,
     IDS,
@@ -35,7 +38,7 @@ from patchaudit.analysis.flow_values import (
     line_of,
     settle,
 )
-from patchaudit.analysis.repo_summaries import FunctionSummary, ModuleView, is_symbolic
+from patchaudit.analysis.repo_summaries import ModuleView, is_symbolic
 
 # --------------------------------------------------------------------------
 # what rules see
@@ -46,12 +49,12 @@ class Arg:
     keyword: str | None
     star: str  # "", "*" or "**"
     value: Value
-    node: cst.Arg
+    node: ArgNode
 
 
 @dataclass
 class CallSite:
-    node: cst.Call
+    node: ast.Call
     at: Any  # the call's line (lazy: use `.line`)
     callee: str | None  # dotted callee: "AutoProcessor.from_pretrained", "self.processor"
     name: str | None  # last name of the callee: "from_pretrained", "processor"
@@ -62,7 +65,7 @@ class CallSite:
     resolved: bool  # a function of this module (its body was analysed)
     flow: "FlowState"
     #: the function the call is made in (None at module level)
-    scope: cst.FunctionDef | None = None
+    scope: Any = None  # ast.FunctionDef or AsyncFunctionDef
 
     @property
     def line(self) -> int:
@@ -96,7 +99,7 @@ class CallSite:
 
 @dataclass
 class StoreSite:
-    node: cst.CSTNode  # the target (`sample.tokens`, `d["k"]`) or the mutating call
+    node: Any  # the target (`sample.tokens`, `d["k"]`) or the mutating call
     at: Any
     path: str | None  # `sample.tokens`, `batch["input_ids"]`
     attr: str | None  # last attribute or string key
@@ -111,7 +114,7 @@ class StoreSite:
 
 @dataclass
 class ReturnSite:
-    node: cst.CSTNode
+    node: Any
     at: Any
     function: str
     value: Value
@@ -124,7 +127,7 @@ class ReturnSite:
 @dataclass
 class FieldEntry:
     value: Value
-    node: cst.CSTNode
+    node: Any
     at: Any
     none: bool  # every value stored under this key is the literal None
     #: the branch paths (FlowState.branch) under which the key was set
@@ -140,13 +143,13 @@ class HeapObject:
     """A dict built in the module (literal, `dict(...)`, comprehension) and its keys."""
 
     id: int
-    node: cst.CSTNode
+    node: Any
     fields: dict[str, FieldEntry] = field(default_factory=dict)
 
 
 @dataclass
 class Hit:
-    node: cst.CSTNode
+    node: Any
     line: int
     message: str
     steps: tuple[Step, ...]
@@ -260,13 +263,11 @@ class FlowSpec:
     def kind(self, label: str) -> str:
         return self.kinds.get(label, IDS)
 
-    def param(
-        self, flow: "FlowState", function: str, name: str, annotation: cst.BaseExpression | None, node: cst.CSTNode
-    ) -> Value | None:
+    def param(self, flow: "FlowState", function: str, name: str, annotation: Any | None, node: Any) -> Value | None:
         """A parameter's own value (e.g. a processor by name or annotation)."""
         return None
 
-    def unknown(self, flow: "FlowState", name: str, node: cst.CSTNode) -> Value | None:
+    def unknown(self, flow: "FlowState", name: str, node: Any) -> Value | None:
         """The value of a name or attribute the analysis knows nothing about."""
         return None
 
@@ -279,7 +280,7 @@ class FlowSpec:
         collapse of repeated pad tokens, a check that fails loudly on drift)."""
         return False
 
-    def field(self, flow: "FlowState", base: Value, key: str, node: cst.CSTNode) -> Value | None:
+    def field(self, flow: "FlowState", base: Value, key: str, node: Any) -> Value | None:
         """`base.key`, `base["key"]`, `base.get("key")`: label transforms."""
         return None
 
@@ -299,14 +300,14 @@ class FlowSpec:
 
 class FlowState:
     """The state of one run of a `FlowSpec` over one module, what the spec's hooks may
-    call on it, and the heap.  `position(node)` gives a libcst CodeRange
-    (PositionProvider metadata)."""
+    call on it, and the heap.  `positions` (flow_nodes.Positions) gives a node's
+    libcst columns."""
 
     def __init__(
         self,
-        module: cst.Module,
+        module: ast.Module,
         spec: FlowSpec,
-        position: Callable[[cst.CSTNode], Any],
+        positions: Positions,
         repo: "ModuleView | None" = None,
         summary_mode: bool = False,
     ):
@@ -326,7 +327,8 @@ class FlowState:
         self.branch: tuple[tuple[int, int], ...] = ()
         self._consts: dict[int, Any] = {}
         self.spec = spec
-        self._position = position
+        self.positions = positions
+        self.nodes = NodeCache(positions)
         self.functions: list[Function] = []
         self.module_functions: dict[str, Function] = {}
         self.classes: dict[str, dict[str, Function]] = {}
@@ -346,30 +348,29 @@ class FlowState:
         self._mros: dict[str, list[str]] = {}
         self._deferred: dict[tuple, tuple[Function, dict[str, Value], dict[str, Value]]] = {}
         self.passes = 0
+        #: the interpreters of the language's parts, given by `Flow` (patchaudit/analysis/dataflow.py):
+        #: an evaluator per expression type, and the statement interpreter
+        self.evaluators: dict[type, Evaluator] = {}
+        self.execute: Executor = _no_statements
 
     # ----- helpers for specs ----------------------------------------------------
-    def line(self, node: cst.CSTNode) -> int:
-        return self._position(node).start.line
+    def line(self, node: Any) -> int:
+        return node.lineno
 
-    def start(self, node: cst.CSTNode) -> tuple[int, int]:
-        pos = self._position(node).start
-        return (pos.line, pos.column)
+    def start(self, node: Any) -> tuple[int, int]:
+        return self.positions.start(node)
 
-    def _at(self, node: cst.CSTNode) -> At:
+    def _at(self, node: Any) -> At:
         return At(self, node)
 
-    def snippet(self, node: cst.CSTNode, width: int = SNIPPET) -> str:
-        try:
-            code = self.module.code_for_node(node)
-        except Exception:  # pragma: no cover - defensive
-            return "?"
-        code = " ".join(code.split())
+    def snippet(self, node: Any, width: int = SNIPPET) -> str:
+        code = " ".join(self.positions.segment(node).split())
         return code if len(code) <= width else code[: width - 3] + "..."
 
     def kind(self, label: str) -> str:
         return self.spec.kind(label)
 
-    def source(self, label: str, node: cst.CSTNode, note: str, origin: Any = None) -> Value:
+    def source(self, label: str, node: Any, note: str, origin: Any = None) -> Value:
         """A fresh taint at `node`."""
         self._tainted = True
         if origin is None:
@@ -386,7 +387,7 @@ class FlowState:
             self._tainted = True
         return Value({(label, origin): ()})
 
-    def derive(self, value: Value, from_labels: Iterable[str], to_label: str, node: cst.CSTNode, note: str) -> Value:
+    def derive(self, value: Value, from_labels: Iterable[str], to_label: str, node: Any, note: str) -> Value:
         """Taints of `from_labels` in `value` turned into `to_label` (same origin, one more step)."""
         want = set(from_labels)
         line = self._at(node)
@@ -431,7 +432,7 @@ class FlowState:
         return out
 
     def report(
-        self, node: cst.CSTNode, message: str, steps: tuple[Step, ...], origin: Any, note: str, severity: Any = None
+        self, node: Any, message: str, steps: tuple[Step, ...], origin: Any, note: str, severity: Any = None
     ) -> None:
         line = self.line(node)
         if is_symbolic(origin):  # a parameter reaches a sink: a summary, not a finding
@@ -441,7 +442,7 @@ class FlowState:
                 if all(e[1] != message or e[2][-1][0] != line for e in sinks) and len(sinks) < 4:
                     sinks.append(entry)
             return
-        key = (self.line(node), self._position(node).start.column, origin)
+        key = (*self.start(node), origin)
         if key in self._hits:
             return
         self._hits[key] = Hit(node, line, message, settle(add_step(tuple(steps), line, note)), origin, severity)
@@ -467,7 +468,7 @@ class FlowState:
         return v
 
     # ----- the heap: dicts built in the module ------------------------------------------
-    def _field(self, base: Value, key: str, node: cst.CSTNode) -> Value:
+    def _field(self, base: Value, key: str, node: Any) -> Value:
         r = EMPTY
         if base.refs:
             for ref in sorted(base.refs):
@@ -482,7 +483,7 @@ class FlowState:
                 r = join(r, extra)
         return r
 
-    def _alloc_obj(self, node: cst.CSTNode) -> int:
+    def _alloc_obj(self, node: Any) -> int:
         ref = self._alloc.get(id(node))
         if ref is None:
             ref = len(self._heap) + 1
@@ -491,7 +492,7 @@ class FlowState:
         return ref
 
     def _set_field(
-        self, ref: int, key: str, v: Value, node: cst.CSTNode, line: "int | At", none: bool, branch: tuple | None = None
+        self, ref: int, key: str, v: Value, node: Any, line: "int | At", none: bool, branch: tuple | None = None
     ) -> None:
         if branch is None:
             branch = self.branch
@@ -510,7 +511,7 @@ class FlowState:
         if branch not in fe.branches:
             fe.branches = fe.branches | {branch}
 
-    def _copy_fields(self, ref: int, v: Value, node: cst.CSTNode) -> None:
+    def _copy_fields(self, ref: int, v: Value, node: Any) -> None:
         for src in sorted(v.flat().refs):
             if src == ref:
                 continue
@@ -518,77 +519,32 @@ class FlowState:
                 for b in fe.branches or {()}:
                     self._set_field(ref, k, fe.value, fe.node, fe.at, fe.none, b)
 
-    # ----- the parts of the interpreter (defined by the subclasses `Flow` joins) ---------
-    def _block(self, body: Any, env: Env, fr: Frame) -> Env:
-        raise NotImplementedError  # flow_statements
+    # ----- the language: expressions and statements, by node type ------------------------
+    def eval(self, node: ast.expr | None, env: Env, fr: Frame) -> Value:
+        """The value of expression `node` (by its evaluator, `evaluators`); an expression
+        without one is analysed for the effects of its parts and gives a clean value."""
+        if node is None:
+            return EMPTY
+        meth = self.evaluators.get(type(node))
+        if meth is not None:
+            return meth(self, node, env, fr)
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.expr):
+                self.eval(child, env, fr)
+        return EMPTY
 
-    def _assign(
-        self,
-        target: cst.BaseExpression,
-        v: Value,
-        env: Env,
-        fr: Frame,
-        line: "int | At",
-        how: str,
-        value_node: cst.CSTNode | None = None,
-    ) -> None:
-        raise NotImplementedError  # flow_statements
+    def block(self, body: Any, env: Env, fr: Frame) -> Env:
+        """Run the statements of `body` (a list of them, or a Module) on `env`, in place."""
+        for stmt in block_body(body):
+            self.execute(self, stmt, env, fr)
+        return env
 
-    def _mutate(
-        self,
-        target: cst.BaseExpression,
-        node: cst.CSTNode,
-        cur: Value,
-        added: Value,
-        env: Env,
-        fr: Frame,
-        line: "int | At",
-    ) -> None:
-        raise NotImplementedError  # flow_statements
 
-    def _remember(self, path: str, v: Value, fr: Frame) -> None:
-        raise NotImplementedError  # flow_statements
+#: an expression's evaluator (patchaudit/analysis/flow_expressions.py)
+Evaluator = Callable[[FlowState, Any, Env, Frame], Value]
+#: a statement's interpreter (patchaudit/analysis/flow_statements.py)
+Executor = Callable[[FlowState, Any, Env, Frame], None]
 
-    def _return(self, node: cst.CSTNode, v: Value, fr: Frame) -> None:
-        raise NotImplementedError  # flow_statements
 
-    def _eval(self, node: cst.BaseExpression | None, env: Env, fr: Frame) -> Value:
-        raise NotImplementedError  # flow_expressions
-
-    def _eval_slice(self, s: cst.BaseSlice, env: Env, fr: Frame) -> None:
-        raise NotImplementedError  # flow_expressions
-
-    def _iter_elem(self, it: Value) -> Value:
-        raise NotImplementedError  # flow_expressions
-
-    def _class_field(self, cls: str, path: str) -> Value:
-        raise NotImplementedError  # flow_summaries
-
-    def _resolve(self, func: cst.BaseExpression, env: Env, fr: Frame) -> tuple[Function, bool] | None:
-        raise NotImplementedError  # flow_summaries
-
-    def _invoke(
-        self, fn: Function, bound: bool, args: list[Arg], node: cst.Call, line: "int | At", env: Env, fr: Frame
-    ) -> Value:
-        raise NotImplementedError  # flow_summaries
-
-    def _resolve_foreign(self, func: cst.BaseExpression, env: Env, fr: Frame) -> tuple[FunctionSummary, bool] | None:
-        raise NotImplementedError  # flow_summaries
-
-    def _invoke_foreign(
-        self, fs: FunctionSummary, bound: bool, args: list[Arg], node: cst.Call, line: "int | At", env: Env, fr: Frame
-    ) -> Value:
-        raise NotImplementedError  # flow_summaries
-
-    def _builtin(
-        self,
-        node: cst.Call,
-        name: str | None,
-        receiver: Value | None,
-        receiver_path: str | None,
-        args: list[Arg],
-        line: "int | At",
-        env: Env,
-        fr: Frame,
-    ) -> Value:
-        raise NotImplementedError  # flow_builtins
+def _no_statements(flow: FlowState, stmt: Any, env: Env, fr: Frame) -> None:
+    """The statement interpreter of a state that has none (`Flow` gives flow_statements.execute)."""

@@ -1,20 +1,30 @@
 """The dataflow layer's expressions: names, attributes, subscripts, literals, calls.
 
-Part of the interpreter of patchaudit/analysis/dataflow.py.  `_eval` dispatches
-on the node's type (`_EVAL`); an expression it does not know is analysed for
-the effects of its parts and gives a clean value.  A call is resolved to a
+Part of the interpreter of patchaudit/analysis/dataflow.py.  `FlowState.eval`
+dispatches on the `ast` node's type to its evaluator here (`EVAL`); an expression
+without one is analysed for the effects of its parts and gives a clean value.  A call is resolved to a
 function of the module (flow_summaries.py) or judged by the library models
 (flow_builtins.py), then shown to the spec's `call` hook.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import ast
+from typing import Any
 
-import libcst as cst
-
-from patchaudit.analysis.flow_api import Arg, CallSite, FlowState
-from patchaudit.analysis.flow_structure import Frame, is_none, literal_value, path_of, path_root, subscript_key
+from patchaudit.analysis.flow_api import Arg, CallSite, Evaluator, FlowState
+from patchaudit.analysis.flow_builtins import builtin
+from patchaudit.analysis.flow_stores import assign, eval_slice, iter_elem, ret
+from patchaudit.analysis.flow_structure import (
+    Frame,
+    is_none,
+    literal_value,
+    path_of,
+    path_root,
+    string_literal,
+    subscript_key,
+)
+from patchaudit.analysis.flow_summaries import class_field, invoke, invoke_foreign, resolve, resolve_foreign
 from patchaudit.analysis.flow_values import (
     EMPTY,
     SEQ_KINDS,
@@ -27,315 +37,299 @@ from patchaudit.analysis.flow_values import (
     matches,
     tuple_value,
 )
-from patchaudit.inputs.cst import ANY_CALL, dotted, string_literal
+from patchaudit.inputs.astnames import ANY_CALL, dotted
 
 
-class Expressions(FlowState):
-    """Expressions (`Flow._eval` and one `_e_*` method per kind of node)."""
-
-    # ----- expressions ------------------------------------------------------------------
-    def _eval(self, node: cst.BaseExpression | None, env: Env, fr: Frame) -> Value:
-        if node is None:
-            return EMPTY
-        meth = _EVAL.get(type(node))
-        if meth is not None:
-            return meth(self, node, env, fr)
-        for child in node.children:  # unknown expression: analyse its parts for their effects
-            if isinstance(child, cst.BaseExpression):
-                self._eval(child, env, fr)
-        return EMPTY
-
-    def _e_name(self, node: cst.Name, env: Env, fr: Frame) -> Value:
-        n = node.value
-        v = env.get(n)
-        if v is not None:
-            return v
-        if fr.fn is not None:
-            g = self.globals.get(n)
-            if g is not None:
-                return g
-        if n in ("True", "False", "None"):
-            return EMPTY
-        return self._unknown(n, node)
-
-    def _unknown(self, name: str, node: cst.CSTNode) -> Value:
-        v = self._unknown_cache.get(name)
-        if v is None:
-            v = self.spec.unknown(self, name, node) or EMPTY
-            self._unknown_cache[name] = v
+def _e_name(fl: FlowState, node: ast.Name, env: Env, fr: Frame) -> Value:
+    n = node.id
+    v = env.get(n)
+    if v is not None:
         return v
+    if fr.fn is not None:
+        g = fl.globals.get(n)
+        if g is not None:
+            return g
+    return _unknown(fl, n, node)
 
-    def _lookup_path(self, path: str | None, env: Env, fr: Frame) -> Value | None:
-        if path is None:
-            return None
-        v = env.get(path)
-        if v is not None:
-            return v
-        if path.startswith("self.") and fr.cls is not None:
-            v = self._class_field(fr.cls, path)
-            if v:
-                return v
-        if fr.fn is not None and path_root(path) not in env:
-            return self.globals.get(path)
+
+def _unknown(fl: FlowState, name: str, node: Any) -> Value:
+    v = fl._unknown_cache.get(name)
+    if v is None:
+        v = fl.spec.unknown(fl, name, node) or EMPTY
+        fl._unknown_cache[name] = v
+    return v
+
+
+def _lookup_path(fl: FlowState, path: str | None, env: Env, fr: Frame) -> Value | None:
+    if path is None:
         return None
-
-    def _e_attribute(self, node: cst.Attribute, env: Env, fr: Frame) -> Value:
-        v = self._lookup_path(path_of(node), env, fr)
-        if v is not None:
-            return v
-        base = self._eval(node.value, env, fr)
-        attr = node.attr.value
-        r = self._field(base, attr, node)
-        if not r:
-            r = self._unknown(attr, node)
-        if self.spec.carriers and matches(attr, self.spec.carriers):
-            stored = self.carrier_load(attr)
-            if stored:
-                shown = path_of(node) or attr
-                r = join(r, stored.with_step(self._at(node), f"`{shown}` read here"))
-        return r
-
-    def _e_subscript(self, node: cst.Subscript, env: Env, fr: Frame) -> Value:
-        v = self._lookup_path(path_of(node), env, fr)
-        if v is not None:
-            return v
-        base = self._eval(node.value, env, fr)
-        key = subscript_key(node)
-        if key is not None:
-            return self._field(base, key, node)
-        idx = None
-        for el in node.slice:
-            self._eval_slice(el.slice, env, fr)
-        if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
-            lit = literal_value(node.slice[0].slice.value)
-            if isinstance(lit, int) and not isinstance(lit, bool):
-                idx = lit
-            elif isinstance(node.slice[0].slice.value, cst.UnaryOperation) and isinstance(
-                node.slice[0].slice.value.operator, cst.Minus
-            ):
-                inner = literal_value(node.slice[0].slice.value.expression)
-                if isinstance(inner, int):
-                    idx = -inner
-        if idx is not None and base.elems is not None and -len(base.elems) <= idx < len(base.elems):
-            return base.elems[idx]
-        if base.refs and not base.t and base.elems is None:
-            return join_all(fe.value for ref in sorted(base.refs) for fe in self._heap[ref].fields.values())
-        return base.flat()
-
-    def _eval_slice(self, s: cst.BaseSlice, env: Env, fr: Frame) -> None:
-        if isinstance(s, cst.Index):
-            self._eval(s.value, env, fr)
-        elif isinstance(s, cst.Slice):
-            for part in (s.lower, s.upper, s.step):
-                self._eval(part, env, fr)
-
-    def _e_binop(self, node: cst.BinaryOperation, env: Env, fr: Frame) -> Value:
-        l = self._eval(node.left, env, fr)
-        r = self._eval(node.right, env, fr)
-        op = node.operator
-        if isinstance(op, (cst.Add, cst.Multiply)):
-            return join(l.keep(SEQ_KINDS, self.kind), r.keep(SEQ_KINDS, self.kind))
-        if isinstance(op, cst.Modulo):
-            if (
-                string_literal(node.left) is not None
-                or isinstance(node.left, cst.FormattedString)
-                or any(self.kind(x) == TEXT for x in l.labels())
-            ):
-                return join(l.keep(STR_KINDS, self.kind), r.keep(STR_KINDS, self.kind))
-        return EMPTY
-
-    def _e_boolop(self, node: cst.BooleanOperation, env: Env, fr: Frame) -> Value:
-        return join(self._eval(node.left, env, fr), self._eval(node.right, env, fr))
-
-    def _e_ifexp(self, node: cst.IfExp, env: Env, fr: Frame) -> Value:
-        self._eval(node.test, env, fr)
-        return join(self._eval(node.body, env, fr), self._eval(node.orelse, env, fr))
-
-    def _e_clean(self, node: cst.BaseExpression, env: Env, fr: Frame) -> Value:
-        for child in node.children:
-            if isinstance(child, cst.BaseExpression):
-                self._eval(child, env, fr)
-            elif isinstance(child, cst.ComparisonTarget):
-                self._eval(child.comparator, env, fr)
-        return EMPTY
-
-    def _e_literal(self, node: cst.BaseExpression, env: Env, fr: Frame) -> Value:
-        return EMPTY
-
-    def _e_seq(self, node: cst.Tuple | cst.List, env: Env, fr: Frame) -> Value:
-        elems = []
-        starred = EMPTY
-        has_star = False
-        for e in node.elements:
-            v = self._eval(e.value, env, fr)
-            if isinstance(e, cst.StarredElement):
-                has_star = True
-                starred = join(starred, v.flat())
-            else:
-                elems.append(v)
-        if has_star:
-            return join(join_all(x.flat() for x in elems), starred)
-        return tuple_value(elems)
-
-    def _e_set(self, node: cst.Set, env: Env, fr: Frame) -> Value:
-        return join_all(self._eval(e.value, env, fr).flat() for e in node.elements)
-
-    def _e_dict(self, node: cst.Dict, env: Env, fr: Frame) -> Value:
-        ref = self._alloc_obj(node)
-        for el in node.elements:
-            if isinstance(el, cst.DictElement):
-                key = string_literal(el.key)
-                if key is None:
-                    self._eval(el.key, env, fr)
-                v = self._eval(el.value, env, fr)
-                line = self._at(el)
-                k = key if key is not None else "?"
-                note = f"put under `{k}` in a dict" if key is not None else "put in a dict"
-                self._set_field(ref, k, v.with_step(line, note), el, line, is_none(el.value))
-            else:  # **other
-                v = self._eval(el.value, env, fr)
-                self._copy_fields(ref, v, el)
-        return Value({}, None, frozenset({ref}))
-
-    def _comp_env(self, node: Any, env: Env, fr: Frame) -> Env:
-        e = dict(env)
-        line = self._at(node)
-        f = node.for_in
-        while f is not None:
-            it = self._eval(f.iter, e, fr)
-            self._assign(f.target, self._iter_elem(it), e, fr, line, "iterated into")
-            for cond in f.ifs:
-                self._eval(cond.test, e, fr)
-            f = f.inner_for_in
-        return e
-
-    def _e_comp(self, node: cst.ListComp | cst.SetComp | cst.GeneratorExp, env: Env, fr: Frame) -> Value:
-        e = self._comp_env(node, env, fr)
-        return self._eval(node.elt, e, fr).flat()
-
-    def _e_dictcomp(self, node: cst.DictComp, env: Env, fr: Frame) -> Value:
-        ref = self._alloc_obj(node)
-        e = self._comp_env(node, env, fr)
-        key = self._eval(node.key, e, fr)
-        v = self._eval(node.value, e, fr)
-        line = self._at(node)
-        self._set_field(ref, "?", join(key, v).with_step(line, "put in a dict"), node, line, False)
-        return Value({}, None, frozenset({ref}))
-
-    def _e_fstring(self, node: cst.FormattedString, env: Env, fr: Frame) -> Value:
-        out = EMPTY
-        for part in node.parts:
-            if isinstance(part, cst.FormattedStringExpression):
-                out = join(out, self._eval(part.expression, env, fr).keep(STR_KINDS, self.kind))
-                if part.format_spec:
-                    for sub in part.format_spec:
-                        if isinstance(sub, cst.FormattedStringExpression):
-                            self._eval(sub.expression, env, fr)
-        return out
-
-    def _e_concat_str(self, node: cst.ConcatenatedString, env: Env, fr: Frame) -> Value:
-        return join(self._eval(node.left, env, fr), self._eval(node.right, env, fr))
-
-    def _e_await(self, node: cst.Await, env: Env, fr: Frame) -> Value:
-        return self._eval(node.expression, env, fr)
-
-    def _e_yield(self, node: cst.Yield, env: Env, fr: Frame) -> Value:
-        if isinstance(node.value, cst.From):
-            v = self._iter_elem(self._eval(node.value.item, env, fr))
-        else:
-            v = self._eval(node.value, env, fr)
-        self._return(node, v, fr)
-        return EMPTY
-
-    def _e_named(self, node: cst.NamedExpr, env: Env, fr: Frame) -> Value:
-        v = self._eval(node.value, env, fr)
-        self._assign(node.target, v, env, fr, self._at(node), "assigned to")
+    v = env.get(path)
+    if v is not None:
         return v
+    if path.startswith("self.") and fr.cls is not None:
+        v = class_field(fl, fr.cls, path)
+        if v:
+            return v
+    if fr.fn is not None and path_root(path) not in env:
+        return fl.globals.get(path)
+    return None
 
-    def _e_starred(self, node: cst.StarredElement, env: Env, fr: Frame) -> Value:
-        return self._eval(node.value, env, fr).flat()
 
-    def _iter_elem(self, it: Value) -> Value:
-        """What iterating over `it` yields: its elements (ids stay ids, dicts stay dicts)."""
-        return it.flat()
+def _e_attribute(fl: FlowState, node: ast.Attribute, env: Env, fr: Frame) -> Value:
+    v = _lookup_path(fl, path_of(node), env, fr)
+    if v is not None:
+        return v
+    base = fl.eval(node.value, env, fr)
+    attr = node.attr
+    r = fl._field(base, attr, node)
+    if not r:
+        r = _unknown(fl, attr, node)
+    if fl.spec.carriers and matches(attr, fl.spec.carriers):
+        stored = fl.carrier_load(attr)
+        if stored:
+            shown = path_of(node) or attr
+            r = join(r, stored.with_step(fl._at(node), f"`{shown}` read here"))
+    return r
 
-    # ----- calls ---------------------------------------------------------------------------
-    def _e_call(self, node: cst.Call, env: Env, fr: Frame) -> Value:
-        func = node.func
-        receiver = None
-        receiver_path = None
-        if isinstance(func, cst.Attribute):
-            receiver = self._eval(func.value, env, fr)
-            receiver_path = path_of(func.value)
-            fv = self._lookup_path(path_of(func), env, fr)
-            if fv is None:
-                fv = self._field(receiver, func.attr.value, func) if receiver else EMPTY
-                if not fv:
-                    fv = self._unknown(func.attr.value, func)
-            func_value = fv
-            name: str | None = func.attr.value
+
+def _e_subscript(fl: FlowState, node: ast.Subscript, env: Env, fr: Frame) -> Value:
+    v = _lookup_path(fl, path_of(node), env, fr)
+    if v is not None:
+        return v
+    base = fl.eval(node.value, env, fr)
+    key = subscript_key(node)
+    if key is not None:
+        return fl._field(base, key, node)
+    idx = None
+    eval_slice(fl, node.slice, env, fr)
+    s = node.slice
+    lit = literal_value(s)
+    if isinstance(lit, int) and not isinstance(lit, bool):
+        idx = lit
+    elif isinstance(s, ast.UnaryOp) and isinstance(s.op, ast.USub):
+        inner = literal_value(s.operand)
+        if isinstance(inner, int):
+            idx = -inner
+    if idx is not None and base.elems is not None and -len(base.elems) <= idx < len(base.elems):
+        return base.elems[idx]
+    if base.refs and not base.t and base.elems is None:
+        return join_all(fe.value for ref in sorted(base.refs) for fe in fl._heap[ref].fields.values())
+    return base.flat()
+
+
+def _e_binop(fl: FlowState, node: ast.BinOp, env: Env, fr: Frame) -> Value:
+    l = fl.eval(node.left, env, fr)
+    r = fl.eval(node.right, env, fr)
+    op = node.op
+    if isinstance(op, (ast.Add, ast.Mult)):
+        return join(l.keep(SEQ_KINDS, fl.kind), r.keep(SEQ_KINDS, fl.kind))
+    if isinstance(op, ast.Mod):
+        if (
+            string_literal(node.left) is not None
+            or isinstance(node.left, ast.JoinedStr)
+            or any(fl.kind(x) == TEXT for x in l.labels())
+        ):
+            return join(l.keep(STR_KINDS, fl.kind), r.keep(STR_KINDS, fl.kind))
+    return EMPTY
+
+
+def _e_boolop(fl: FlowState, node: ast.BoolOp, env: Env, fr: Frame) -> Value:
+    out = fl.eval(node.values[0], env, fr)
+    for v in node.values[1:]:
+        out = join(out, fl.eval(v, env, fr))
+    return out
+
+
+def _e_ifexp(fl: FlowState, node: ast.IfExp, env: Env, fr: Frame) -> Value:
+    fl.eval(node.test, env, fr)
+    return join(fl.eval(node.body, env, fr), fl.eval(node.orelse, env, fr))
+
+
+def _e_clean(fl: FlowState, node: ast.expr, env: Env, fr: Frame) -> Value:
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.expr):
+            fl.eval(child, env, fr)
+    return EMPTY
+
+
+def _e_literal(fl: FlowState, node: ast.expr, env: Env, fr: Frame) -> Value:
+    return EMPTY
+
+
+def _e_seq(fl: FlowState, node: ast.Tuple | ast.List, env: Env, fr: Frame) -> Value:
+    elems = []
+    starred = EMPTY
+    has_star = False
+    for e in node.elts:
+        if isinstance(e, ast.Starred):
+            has_star = True
+            starred = join(starred, fl.eval(e.value, env, fr).flat())
         else:
-            func_value = self._eval(func, env, fr)
-            name = func.value if isinstance(func, cst.Name) else None
-        args = [Arg(a.keyword.value if a.keyword else None, a.star, self._eval(a.value, env, fr), a) for a in node.args]
-        line = self._at(node)
-        resolved = self._resolve(func, env, fr)
-        foreign = None
-        if resolved is not None:
-            result = self._invoke(resolved[0], resolved[1], args, node, line, env, fr)
-        elif self.repo is not None and (foreign := self._resolve_foreign(func, env, fr)) is not None:
-            result = self._invoke_foreign(foreign[0], foreign[1], args, node, line, env, fr)
-        else:
-            result = self._builtin(node, name, receiver, receiver_path, args, line, env, fr)
-        site = CallSite(
-            node,
-            line,
-            dotted(func, ANY_CALL),
-            name,
-            func_value,
-            receiver,
-            receiver_path,
-            args,
-            resolved is not None,
-            self,
-            fr.fn.node if fr.fn is not None else None,
-        )
-        if result and self.spec.clean(self, site):
-            result = EMPTY
-        extra = self.spec.call(self, site)
-        if extra:
-            result = join(result, extra)
-        return result
+            elems.append(fl.eval(e, env, fr))
+    if has_star:
+        return join(join_all(x.flat() for x in elems), starred)
+    return tuple_value(elems)
 
 
-_EVAL: dict[type, Callable[[Any, Any, Env, Frame], Value]] = {
-    cst.Name: Expressions._e_name,
-    cst.Attribute: Expressions._e_attribute,
-    cst.Subscript: Expressions._e_subscript,
-    cst.Call: Expressions._e_call,
-    cst.BinaryOperation: Expressions._e_binop,
-    cst.BooleanOperation: Expressions._e_boolop,
-    cst.IfExp: Expressions._e_ifexp,
-    cst.Comparison: Expressions._e_clean,
-    cst.UnaryOperation: Expressions._e_clean,
-    cst.Tuple: Expressions._e_seq,
-    cst.List: Expressions._e_seq,
-    cst.Set: Expressions._e_set,
-    cst.Dict: Expressions._e_dict,
-    cst.ListComp: Expressions._e_comp,
-    cst.SetComp: Expressions._e_comp,
-    cst.GeneratorExp: Expressions._e_comp,
-    cst.DictComp: Expressions._e_dictcomp,
-    cst.FormattedString: Expressions._e_fstring,
-    cst.ConcatenatedString: Expressions._e_concat_str,
-    cst.SimpleString: Expressions._e_literal,
-    cst.Integer: Expressions._e_literal,
-    cst.Float: Expressions._e_literal,
-    cst.Imaginary: Expressions._e_literal,
-    cst.Ellipsis: Expressions._e_literal,
-    cst.Lambda: Expressions._e_literal,
-    cst.Await: Expressions._e_await,
-    cst.Yield: Expressions._e_yield,
-    cst.NamedExpr: Expressions._e_named,
-    cst.StarredElement: Expressions._e_starred,
+def _e_set(fl: FlowState, node: ast.Set, env: Env, fr: Frame) -> Value:
+    return join_all(fl.eval(e.value if isinstance(e, ast.Starred) else e, env, fr).flat() for e in node.elts)
+
+
+def _e_dict(fl: FlowState, node: ast.Dict, env: Env, fr: Frame) -> Value:
+    ref = fl._alloc_obj(node)
+    for el in fl.nodes.elements(node):
+        if el.key is not None:
+            key = string_literal(el.key)
+            if key is None:
+                fl.eval(el.key, env, fr)
+            v = fl.eval(el.value, env, fr)
+            line = fl._at(el)
+            k = key if key is not None else "?"
+            note = f"put under `{k}` in a dict" if key is not None else "put in a dict"
+            fl._set_field(ref, k, v.with_step(line, note), el, line, is_none(el.value))
+        else:  # **other
+            v = fl.eval(el.value, env, fr)
+            fl._copy_fields(ref, v, el)
+    return Value({}, None, frozenset({ref}))
+
+
+def _comp_env(fl: FlowState, node: Any, env: Env, fr: Frame) -> Env:
+    e = dict(env)
+    line = fl._at(node)
+    for f in node.generators:
+        it = fl.eval(f.iter, e, fr)
+        assign(fl, f.target, iter_elem(fl, it), e, fr, line, "iterated into")
+        for cond in f.ifs:
+            fl.eval(cond, e, fr)
+    return e
+
+
+def _e_comp(fl: FlowState, node: ast.ListComp | ast.SetComp | ast.GeneratorExp, env: Env, fr: Frame) -> Value:
+    e = _comp_env(fl, node, env, fr)
+    return fl.eval(node.elt, e, fr).flat()
+
+
+def _e_dictcomp(fl: FlowState, node: ast.DictComp, env: Env, fr: Frame) -> Value:
+    ref = fl._alloc_obj(node)
+    e = _comp_env(fl, node, env, fr)
+    key = fl.eval(node.key, e, fr)
+    v = fl.eval(node.value, e, fr)
+    line = fl._at(node)
+    fl._set_field(ref, "?", join(key, v).with_step(line, "put in a dict"), node, line, False)
+    return Value({}, None, frozenset({ref}))
+
+
+def _e_fstring(fl: FlowState, node: ast.JoinedStr, env: Env, fr: Frame) -> Value:
+    out = EMPTY
+    for part in node.values:
+        if isinstance(part, ast.FormattedValue):
+            out = join(out, fl.eval(part.value, env, fr).keep(STR_KINDS, fl.kind))
+            if isinstance(part.format_spec, ast.JoinedStr):
+                for sub in part.format_spec.values:
+                    if isinstance(sub, ast.FormattedValue):
+                        fl.eval(sub.value, env, fr)
+    return out
+
+
+def _e_await(fl: FlowState, node: ast.Await, env: Env, fr: Frame) -> Value:
+    return fl.eval(node.value, env, fr)
+
+
+def _e_yield(fl: FlowState, node: ast.Yield, env: Env, fr: Frame) -> Value:
+    v = fl.eval(node.value, env, fr)
+    ret(fl, node, v, fr)
+    return EMPTY
+
+
+def _e_yield_from(fl: FlowState, node: ast.YieldFrom, env: Env, fr: Frame) -> Value:
+    v = iter_elem(fl, fl.eval(node.value, env, fr))
+    ret(fl, node, v, fr)
+    return EMPTY
+
+
+def _e_named(fl: FlowState, node: ast.NamedExpr, env: Env, fr: Frame) -> Value:
+    v = fl.eval(node.value, env, fr)
+    assign(fl, node.target, v, env, fr, fl._at(node), "assigned to")
+    return v
+
+
+def _e_starred(fl: FlowState, node: ast.Starred, env: Env, fr: Frame) -> Value:
+    return fl.eval(node.value, env, fr).flat()
+
+
+def _e_call(fl: FlowState, node: ast.Call, env: Env, fr: Frame) -> Value:
+    func = node.func
+    receiver = None
+    receiver_path = None
+    if isinstance(func, ast.Attribute):
+        receiver = fl.eval(func.value, env, fr)
+        receiver_path = path_of(func.value)
+        fv = _lookup_path(fl, path_of(func), env, fr)
+        if fv is None:
+            fv = fl._field(receiver, func.attr, func) if receiver else EMPTY
+            if not fv:
+                fv = _unknown(fl, func.attr, func)
+        func_value = fv
+        name: str | None = func.attr
+    else:
+        func_value = fl.eval(func, env, fr)
+        name = func.id if isinstance(func, ast.Name) else None
+    args = [Arg(a.keyword, a.star, fl.eval(a.value, env, fr), a) for a in fl.nodes.args(node)]
+    line = fl._at(node)
+    resolved = resolve(fl, func, env, fr)
+    foreign = None
+    if resolved is not None:
+        result = invoke(fl, resolved[0], resolved[1], args, node, line, env, fr)
+    elif fl.repo is not None and (foreign := resolve_foreign(fl, func, env, fr)) is not None:
+        result = invoke_foreign(fl, foreign[0], foreign[1], args, node, line, env, fr)
+    else:
+        result = builtin(fl, node, name, receiver, receiver_path, args, line, env, fr)
+    site = CallSite(
+        node,
+        line,
+        dotted(func, ANY_CALL),
+        name,
+        func_value,
+        receiver,
+        receiver_path,
+        args,
+        resolved is not None,
+        fl,
+        fr.fn.node if fr.fn is not None else None,
+    )
+    if result and fl.spec.clean(fl, site):
+        result = EMPTY
+    extra = fl.spec.call(fl, site)
+    if extra:
+        result = join(result, extra)
+    return result
+
+
+#: the evaluator of each expression type (FlowState.eval dispatches on it)
+EVAL: dict[type, Evaluator] = {
+    ast.Name: _e_name,
+    ast.Attribute: _e_attribute,
+    ast.Subscript: _e_subscript,
+    ast.Call: _e_call,
+    ast.BinOp: _e_binop,
+    ast.BoolOp: _e_boolop,
+    ast.IfExp: _e_ifexp,
+    ast.Compare: _e_clean,
+    ast.UnaryOp: _e_clean,
+    ast.Tuple: _e_seq,
+    ast.List: _e_seq,
+    ast.Set: _e_set,
+    ast.Dict: _e_dict,
+    ast.ListComp: _e_comp,
+    ast.SetComp: _e_comp,
+    ast.GeneratorExp: _e_comp,
+    ast.DictComp: _e_dictcomp,
+    ast.JoinedStr: _e_fstring,
+    ast.Constant: _e_literal,
+    ast.Lambda: _e_literal,
+    ast.Await: _e_await,
+    ast.Yield: _e_yield,
+    ast.YieldFrom: _e_yield_from,
+    ast.NamedExpr: _e_named,
+    ast.Starred: _e_starred,
 }

@@ -3,19 +3,17 @@
 Part of the interpreter of patchaudit/analysis/dataflow.py.  `Function` is a
 `def` of the module with its parameters, `Summary` what analysing it in one
 context gave (its return value and the stores it makes into its parameters),
-`Frame` the state of one activation.  The helpers read libcst nodes as the
+`Frame` the state of one activation.  The helpers read `ast` nodes as the
 interpreter names them: access paths (`a.b["k"].c`), literals, statement blocks.
 """
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field
 from typing import Any
 
-import libcst as cst
-
 from patchaudit.analysis.flow_values import EMPTY, Env, Value
-from patchaudit.inputs.cst import string_literal
 
 # --------------------------------------------------------------------------
 # module structure
@@ -25,7 +23,7 @@ from patchaudit.inputs.cst import string_literal
 class Function:
     qualname: str
     name: str
-    node: cst.FunctionDef
+    node: Any  # ast.FunctionDef or ast.AsyncFunctionDef
     cls: str | None  # enclosing class (methods)
     kind: str  # function | method | static | class
     parent: "Function | None"
@@ -33,8 +31,8 @@ class Function:
     kwonly: list[str] = field(default_factory=list)
     star: str | None = None
     starstar: str | None = None
-    annotations: dict[str, cst.BaseExpression | None] = field(default_factory=dict)
-    param_nodes: dict[str, cst.CSTNode] = field(default_factory=dict)
+    annotations: dict[str, Any] = field(default_factory=dict)
+    param_nodes: dict[str, Any] = field(default_factory=dict)
     nested: dict[str, "Function"] = field(default_factory=dict)
 
     def params(self) -> list[str]:
@@ -85,14 +83,14 @@ def exclusive(a: frozenset, b: frozenset) -> bool:
     return True
 
 
-def path_of(node: cst.CSTNode | None) -> str | None:
+def path_of(node: Any) -> str | None:
     """`a.b["k"].c` -> 'a.b["k"].c'; None for anything that is not a plain access path."""
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
         base = path_of(node.value)
-        return f"{base}.{node.attr.value}" if base else None
-    if isinstance(node, cst.Subscript):
+        return f"{base}.{node.attr}" if base else None
+    if isinstance(node, ast.Subscript):
         key = subscript_key(node)
         if key is None:
             return None
@@ -101,26 +99,24 @@ def path_of(node: cst.CSTNode | None) -> str | None:
     return None
 
 
-def receiver_name(call: cst.Call) -> str | None:
+def receiver_name(call: ast.Call) -> str | None:
     """The name of the object a method is called on: `self.tokenizer.decode(...)` -> "tokenizer",
     `get_tokenizer().encode(...)` -> "get_tokenizer"; None for a plain function call."""
     func = call.func
-    if not isinstance(func, cst.Attribute):
+    if not isinstance(func, ast.Attribute):
         return None
     obj = func.value
-    if isinstance(obj, cst.Call):
+    if isinstance(obj, ast.Call):
         obj = obj.func
-    if isinstance(obj, cst.Name):
-        return obj.value
-    if isinstance(obj, cst.Attribute):
-        return obj.attr.value
+    if isinstance(obj, ast.Name):
+        return obj.id
+    if isinstance(obj, ast.Attribute):
+        return obj.attr
     return None
 
 
-def subscript_key(node: cst.Subscript) -> str | None:
-    if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
-        return None
-    return string_literal(node.slice[0].slice.value)
+def subscript_key(node: ast.Subscript) -> str | None:
+    return string_literal(node.slice)
 
 
 def path_root(path: str) -> str:
@@ -139,50 +135,55 @@ MISSING = _Missing()
 UNKNOWN = object()
 
 
-def literal_value(node: cst.BaseExpression) -> Any:
-    if isinstance(node, cst.Name) and node.value in ("True", "False", "None"):
-        return {"True": True, "False": False, "None": None}[node.value]
-    if isinstance(node, cst.Integer):
-        try:
-            return int(node.value, 0)
-        except ValueError:
-            return UNKNOWN
-    s = string_literal(node)
-    return s if s is not None else UNKNOWN
+def string_literal(node: Any) -> str | None:
+    """The value of a string literal (implicit concatenation joined); None for anything
+    else: a bytes literal, an f-string."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    return None
+
+
+def literal_value(node: Any) -> Any:
+    """True/False/None, an int (not a float) or a string literal; else UNKNOWN."""
+    if isinstance(node, ast.Constant):
+        v = node.value
+        if v is None or isinstance(v, (bool, int, str)):
+            return v
+    return UNKNOWN
 
 
 # --------------------------------------------------------------------------
-# small CST helpers
+# small AST helpers
 
 
-def block_body(body: Any) -> list[cst.CSTNode]:
-    """The statements of a block (IndentedBlock, SimpleStatementSuite, Module body, list)."""
+def block_body(body: Any) -> list[Any]:
+    """The statements of a block (a list of statements, or a Module)."""
     if isinstance(body, (list, tuple)):
         return list(body)
-    if isinstance(body, cst.IndentedBlock):
+    if isinstance(body, ast.Module):
         return list(body.body)
-    if isinstance(body, cst.SimpleStatementSuite):
-        return [body]
     return []
 
 
-def sub_blocks(stmt: cst.CSTNode) -> list[list[cst.CSTNode]]:
-    """The statement lists nested in a compound statement (not function/class bodies)."""
-    out: list[list[cst.CSTNode]] = []
+COMPOUND = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try, ast.With, ast.AsyncWith, ast.Match) + (
+    (ast.TryStar,) if hasattr(ast, "TryStar") else ()
+)
+
+
+def sub_blocks(stmt: Any) -> list[list[Any]]:
+    """The statement lists nested in a compound statement (not function/class bodies).
+    An `elif` is its own block (the `If` in `orelse`)."""
+    out: list[list[Any]] = []
+    if not isinstance(stmt, COMPOUND):
+        return out
     for attr in ("body", "orelse", "finalbody"):
         b = getattr(stmt, attr, None)
-        if b is None or isinstance(stmt, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
-            continue
-        if isinstance(b, cst.If):
-            out.append([b])
-        elif isinstance(b, (cst.Else, cst.Finally)):
-            out.append(block_body(b.body))
-        else:
-            out.append(block_body(b))
+        if b:
+            out.append(list(b))
     for h in getattr(stmt, "handlers", ()) or ():
-        out.append(block_body(h.body))
+        out.append(list(h.body))
     for c in getattr(stmt, "cases", ()) or ():
-        out.append(block_body(c.body))
+        out.append(list(c.body))
     return out
 
 
@@ -206,15 +207,15 @@ def path_last(path: str) -> str:
     return path.rsplit(".", 1)[-1]
 
 
-def target_paths(target: cst.BaseExpression) -> list[str]:
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return [p for e in target.elements for p in target_paths(e.value)]
+def target_paths(target: Any) -> list[str]:
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [p for e in target.elts for p in target_paths(e.value if isinstance(e, ast.Starred) else e)]
     p = path_of(target)
     return [p] if p else []
 
 
-def is_none(node: cst.CSTNode | None) -> bool:
-    return isinstance(node, cst.Name) and node.value == "None"
+def is_none(node: Any) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
 
 
 class _Bindings:
@@ -226,48 +227,56 @@ class _Bindings:
         self.value: dict[str, Any] = {}
         self.globals: set[str] = set()
 
-    def bind(self, target: cst.CSTNode, value: Any = UNKNOWN) -> None:
-        if isinstance(target, cst.Name):
-            self.count[target.value] = self.count.get(target.value, 0) + 1
-            self.value[target.value] = value
-        elif isinstance(target, (cst.Tuple, cst.List)):
-            for e in target.elements:
-                self.bind(e.value)
-        elif isinstance(target, cst.StarredElement):
+    def name(self, name: str, value: Any = UNKNOWN) -> None:
+        self.count[name] = self.count.get(name, 0) + 1
+        self.value[name] = value
+
+    def bind(self, target: Any, value: Any = UNKNOWN) -> None:
+        if isinstance(target, ast.Name):
+            self.name(target.id, value)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            for e in target.elts:
+                self.bind(e)
+        elif isinstance(target, ast.Starred):
             self.bind(target.value)
 
-    def small(self, node: cst.CSTNode) -> None:
-        if isinstance(node, cst.Assign):
+    def small(self, node: Any) -> None:
+        if isinstance(node, ast.Assign):
             v = literal_value(node.value) if len(node.targets) == 1 else UNKNOWN
             for t in node.targets:
-                self.bind(t.target, v)
-        elif isinstance(node, cst.AnnAssign):
+                self.bind(t, v)
+        elif isinstance(node, ast.AnnAssign):
             self.bind(node.target, literal_value(node.value) if node.value is not None else UNKNOWN)
-        elif isinstance(node, cst.AugAssign):
+        elif isinstance(node, ast.AugAssign):
             self.bind(node.target)
-        elif isinstance(node, (cst.Global, cst.Nonlocal)):
-            self.globals.update(n.name.value for n in node.names)
-        elif isinstance(node, (cst.Import, cst.ImportFrom)) and not isinstance(node.names, cst.ImportStar):
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            self.globals.update(node.names)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
             for a in node.names:
-                self.bind(a.asname.name if a.asname else a.name)
+                if a.name == "*":
+                    continue
+                if a.asname:
+                    self.name(a.asname)
+                elif isinstance(node, ast.ImportFrom) or "." not in a.name:
+                    self.name(a.name)
+                # libcst binds `import a.b` to its Attribute: no Name
 
-    def block(self, stmts: list[cst.CSTNode]) -> None:
+    def block(self, stmts: list[Any]) -> None:
         for stmt in stmts:
-            if isinstance(stmt, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
-                for small in stmt.body:
-                    self.small(small)
-            elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
-                self.bind(stmt.name)
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                self.name(stmt.name)
+            elif not isinstance(stmt, COMPOUND):
+                self.small(stmt)
             else:
-                if isinstance(stmt, cst.For):
+                if isinstance(stmt, (ast.For, ast.AsyncFor)):
                     self.bind(stmt.target)
-                elif isinstance(stmt, cst.With):
+                elif isinstance(stmt, (ast.With, ast.AsyncWith)):
                     for item in stmt.items:
-                        if item.asname is not None:
-                            self.bind(item.asname.name)
+                        if item.optional_vars is not None:
+                            self.bind(item.optional_vars)
                 for h in getattr(stmt, "handlers", ()) or ():
                     if h.name is not None:
-                        self.bind(h.name.name)
+                        self.name(h.name)
                 for sub in sub_blocks(stmt):
                     self.block(sub)
 
@@ -284,7 +293,7 @@ class Constants:
 
 def constants(body: Any, params: list[str] | None = None) -> Constants:
     v = _Bindings()
-    v.block(list(body.body) if isinstance(body, cst.Module) else block_body(body))
+    v.block(block_body(body))
     bound = set(v.count) | set(params or ())
     values = {
         n: v.value[n]
@@ -294,14 +303,14 @@ def constants(body: Any, params: list[str] | None = None) -> Constants:
     return Constants(values, bound, v.globals)
 
 
-def truth(test: cst.BaseExpression, lookup: Any) -> bool | None:
+def truth(test: Any, lookup: Any) -> bool | None:
     """The constant truth of an `if` test (`False`, `0`, `not True`, a name bound once to
     a literal: `lookup(name)`), or None when it is not constant."""
-    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-        inner = truth(test.expression, lookup)
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = truth(test.operand, lookup)
         return None if inner is None else not inner
-    if isinstance(test, cst.Name) and test.value not in ("True", "False", "None"):
-        got = lookup(test.value)
+    if isinstance(test, ast.Name):
+        got = lookup(test.id)
         return None if got is UNKNOWN else bool(got)
     lit = literal_value(test)
     if lit is UNKNOWN or lit is MISSING or isinstance(lit, str):

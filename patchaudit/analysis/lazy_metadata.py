@@ -80,9 +80,9 @@ _MISSING = object()
 #: past this many statements resolved one by one, resolve the whole module instead
 _MAX_STATEMENTS = 64
 #: ... or past this many lines of statements positioned one by one: a rule that looks up
-#: many nodes (the dataflow rules' traces) pays less for one pass over the whole module
-#: than for many passes over its statements (on SGLang's 2,300-line mimo_v2.py: 0.64 s
-#: against 1.0 s for PA102+PA103)
+#: many nodes pays less for one pass over the whole module than for many passes over its
+#: statements (on SGLang's 2,300-line mimo_v2.py: 0.64 s against 1.0 s, measured when
+#: PA102+PA103 read libcst)
 _MAX_LINES = 400
 #: ... or past this many lookups by statement (finding a node's statement generates the
 #: code of the statements before it): many lookups are a trace, not a few reports
@@ -259,8 +259,8 @@ def visit_rules(wrapper: Any, instances: list) -> None:
     """libcst's `wrapper.visit_batched(instances)`, without the traversal when no
     rule visits anything below the module.
 
-    The dataflow rules (PA102/PA103) and the monkey-patch rules analyse the
-    module in `visit_Module`/`leave_Module` and walk it themselves; a batched
+    The monkey-patch rules (PA206/PA207) analyse the module in
+    `visit_Module`/`leave_Module` and walk it themselves; a batched
     traversal would call into every node of the file for nothing (it costs
     about as much as the parse).  The calls, their order (every visit_Module,
     then every leave_Module), the crash guard of `Rule.get_visitors` and the

@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from typing import Any, Callable
-
-import libcst as cst
+from typing import Any
 
 from patchaudit.analysis.dataflow import (
     EMPTY,
@@ -117,22 +115,21 @@ class ResendSpec(FlowSpec):
         PIECE_IDS: IDS,
     }
 
-    def __init__(self, opts: dict[str, Any], position: Callable[[cst.CSTNode], Any], traced: bool = False):
+    def __init__(self, opts: dict[str, Any], traced: bool = False):
         self.o = opts
         #: the first run follows labels only (markers: no trace, no position computed for a module
         #: that has no resend); a second, traced run gives the trace of a module that has one
         self.traced = traced
-        self._position = position
         self._calls: dict[int, str] = {}  # id(engine call) -> its snippet
-        self.text_reads: dict[int, cst.CSTNode] = {}  # id(output-text read) -> the node
+        self.text_reads: dict[int, Any] = {}  # id(output-text read) -> the node
         #: (id(call), origin) -> (call node, key, steps)
-        self.sent: dict[tuple[int, Any], tuple[cst.CSTNode, str, tuple[Step, ...]]] = {}
-        self.accumulations: dict[int, tuple[cst.CSTNode, set[str]]] = {}  # what the ids grow by, where
-        self.trained: dict[int, tuple[cst.CSTNode, str]] = {}  # where assembled ids are kept
-        self.prompt_reads: dict[int, cst.CSTNode] = {}  # reads of the engine's prompt ids
+        self.sent: dict[tuple[int, Any], tuple[Any, str, tuple[Step, ...]]] = {}
+        self.accumulations: dict[int, tuple[Any, set[str]]] = {}  # what the ids grow by, where
+        self.trained: dict[int, tuple[Any, str]] = {}  # where assembled ids are kept
+        self.prompt_reads: dict[int, Any] = {}  # reads of the engine's prompt ids
 
-    def line(self, node: cst.CSTNode) -> int:
-        return self._position(node).start.line
+    def line(self, node: Any) -> int:
+        return node.lineno
 
     # ----- sources ----------------------------------------------------------------------
     def _engine_call(self, site: CallSite) -> bool:
@@ -250,11 +247,11 @@ class ResendSpec(FlowSpec):
         ):
             self._kept(site.node, f"kept as the rollout's ids in `{site.path or site.attr}`")
 
-    def _grows(self, node: cst.CSTNode, labels: set[str]) -> None:
+    def _grows(self, node: Any, labels: set[str]) -> None:
         cur = self.accumulations.setdefault(id(node), (node, set()))
         cur[1].update(labels)
 
-    def _kept(self, node: cst.CSTNode, note: str) -> None:
+    def _kept(self, node: Any, note: str) -> None:
         self.trained.setdefault(id(node), (node, note))
 
     def _append_helper(self, flow, site: CallSite) -> None:
@@ -326,9 +323,9 @@ def _arg_name(node: Any) -> str | None:
     """`tokenizer`, `state.tokenizer`, `self.tok` -> the last name."""
     while node is not None:
         if type(node).__name__ == "Name":
-            return node.value
+            return node.id
         if type(node).__name__ == "Attribute":
-            return node.attr.value
+            return node.attr
         return None
     return None
 

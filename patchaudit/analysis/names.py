@@ -1,7 +1,7 @@
 """Small libcst helpers shared by the rules of the pack (no I/O, no state).
 
 (The dotted-name and string-literal readers are patchaudit/inputs/cst.py's
-`dotted` and `string_literal`: `dotted(node, SUPER)` reads `super().x` too.)"""
+`dotted` and `string_literal`.)"""
 
 from __future__ import annotations
 

@@ -28,17 +28,14 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator
-
-import libcst as cst
+from typing import Any, Iterable, Iterator
 
 from patchaudit.analysis.flow_values import matches
 from patchaudit.inputs import pyast
 from patchaudit.inputs.astnames import dotted
-from patchaudit.inputs.cst import walk
 
 #: statements that leave the current path: an `!=` check followed by one of these fails loudly
-_LEAVE = (cst.Raise, cst.Return, cst.Continue, cst.Break)
+_LEAVE = (ast.Raise, ast.Return, ast.Continue, ast.Break)
 
 
 @dataclass(frozen=True)
@@ -55,126 +52,110 @@ class Guard:
 # drift guards
 
 
-def _compared(test: cst.BaseExpression) -> Iterator[tuple[str, str]]:
+def _compared(test: ast.expr) -> Iterator[tuple[str, str]]:
     """(name, operator) of every variable compared by `==`/`!=` with something not a literal."""
-    for node in walk(test):
-        if not isinstance(node, cst.Comparison) or len(node.comparisons) != 1:
+    for node in ast.walk(test):
+        if not isinstance(node, ast.Compare) or len(node.ops) != 1:
             continue
-        target = node.comparisons[0]
-        op = (
-            "=="
-            if isinstance(target.operator, cst.Equal)
-            else "!="
-            if isinstance(target.operator, cst.NotEqual)
-            else ""
-        )
+        op = "==" if isinstance(node.ops[0], ast.Eq) else "!=" if isinstance(node.ops[0], ast.NotEq) else ""
         if not op:
             continue
-        left, right = node.left, target.comparator
+        left, right = node.left, node.comparators[0]
         for side, other in ((left, right), (right, left)):
             name = _checked_name(side)
             if name is not None and not _is_literal(other):
                 yield name, op
 
 
-def _checked_name(node: cst.BaseExpression) -> str | None:
+def _checked_name(node: ast.expr) -> str | None:
     """`x`, `x[...]`, `len(x)`, `list(x)` -> "x"."""
-    if isinstance(node, cst.Subscript):
+    if isinstance(node, ast.Subscript):
         node = node.value
-    if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in ("len", "list", "tuple"):
-        if len(node.args) == 1:
-            node = node.args[0].value
-            if isinstance(node, cst.Subscript):
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("len", "list", "tuple"):
+        if len(node.args) + len(node.keywords) == 1:
+            node = node.args[0] if node.args else node.keywords[0].value
+            if isinstance(node, ast.Starred):
                 node = node.value
-    return node.value if isinstance(node, cst.Name) else None
+            if isinstance(node, ast.Subscript):
+                node = node.value
+    return node.id if isinstance(node, ast.Name) else None
 
 
-def _is_literal(node: cst.BaseExpression) -> bool:
-    if isinstance(node, (cst.Integer, cst.Float, cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
+def _is_literal(node: ast.expr) -> bool:
+    """A number (not imaginary), a string or bytes literal, an f-string, None, True or False."""
+    if isinstance(node, ast.JoinedStr):
         return True
-    return isinstance(node, cst.Name) and node.value in ("None", "True", "False")
+    return isinstance(node, ast.Constant) and not isinstance(node.value, complex) and node.value is not ...
 
 
-def _statements(body: Any) -> Iterator[cst.CSTNode]:
-    """Every statement under `body` (a block, a statement or a list of them), compound ones
-    and their blocks included, small statements of a line one by one; not expressions."""
+def _statements(body: Any) -> Iterator[Any]:
+    """Every statement under `body` (a statement or a list of them), compound ones and
+    their blocks included (handlers and cases too); not expressions."""
     todo = [body]
     while todo:
         n = todo.pop()
         if isinstance(n, (list, tuple)):
             todo.extend(reversed(n))
             continue
-        if isinstance(n, (cst.IndentedBlock, cst.SimpleStatementSuite)):
-            todo.extend(reversed(n.body))
-            continue
-        if isinstance(n, cst.SimpleStatementLine):
-            yield n
-            todo.extend(reversed(n.body))
-            continue
         yield n
         for attr in ("body", "orelse", "handlers", "finalbody", "cases"):
             sub = getattr(n, attr, None)
-            if sub is not None and not isinstance(sub, cst.BaseExpression):
+            if isinstance(sub, list):
                 todo.append(sub)
 
 
-def _leaves_or_assigns(block: cst.CSTNode | None, name: str) -> bool:
-    if block is None:
+def _leaves_or_assigns(block: Any, name: str) -> bool:
+    if not block:
         return False
     for node in _statements(block):
         if isinstance(node, _LEAVE):
             return True
-        if isinstance(node, cst.Expr) and isinstance(node.value, cst.Call):
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
             func = node.value.func
-            if isinstance(func, cst.Name) and func.value in ("exit", "abort"):
+            if isinstance(func, ast.Name) and func.id in ("exit", "abort"):
                 return True
-        if isinstance(node, cst.Assign) and any(
-            isinstance(t.target, cst.Name) and t.target.value == name for t in node.targets
-        ):
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
             return True
     return False
 
 
 @dataclass(frozen=True)
 class Candidate:
-    """A drift guard found by syntax alone; `resolve` gives its lines (positions are costly:
-    only the guards of a variable a trace goes through are resolved)."""
+    """A drift guard found by syntax alone; `resolve` gives its lines."""
 
     name: str
-    fn: cst.FunctionDef
-    node: cst.CSTNode  # the Assert or If
+    fn: Any  # ast.FunctionDef or AsyncFunctionDef
+    node: Any  # the Assert or If
     region: str  # "rest": the rest of the function; "body": the If's body
 
 
-def candidates(module: cst.Module) -> list[Candidate]:
+def candidates(module: ast.Module) -> list[Candidate]:
     """Every drift guard of the module's functions (see the module docstring), unresolved."""
     out: list[Candidate] = []
     for fn in _statements(module.body):
-        if not isinstance(fn, cst.FunctionDef):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
         for node in _statements(fn.body):
-            if isinstance(node, cst.Assert):
+            if isinstance(node, ast.Assert):
                 out.extend(Candidate(name, fn, node, "rest") for name, op in _compared(node.test) if op == "==")
-            elif isinstance(node, cst.If):
-                orelse = node.orelse.body if isinstance(node.orelse, cst.Else) else node.orelse
+            elif isinstance(node, ast.If):
                 for name, op in _compared(node.test):
                     if op == "==":  # the equal branch is checked; a leaving other branch checks the rest
                         out.append(Candidate(name, fn, node, "body"))
-                        if _leaves_or_assigns(orelse, name):
+                        if _leaves_or_assigns(node.orelse, name):
                             out.append(Candidate(name, fn, node, "rest"))
                     elif _leaves_or_assigns(node.body, name):
                         out.append(Candidate(name, fn, node, "rest"))
     return out
 
 
-def resolve(c: Candidate, position: Callable[[cst.CSTNode], Any]) -> Guard:
+def resolve(c: Candidate) -> Guard:
     """The lines of candidate `c`: where its variable is known to round-trip."""
-    fr = position(c.fn)
-    line = position(c.node).start.line
-    end = fr.end.line
-    if c.region == "body" and isinstance(c.node, cst.If):
-        end = position(c.node.body).end.line
-    return Guard(c.name, line, line, end, fr.start.line, fr.end.line)
+    line = c.node.lineno
+    end = c.fn.end_lineno
+    if c.region == "body" and isinstance(c.node, ast.If):
+        end = c.node.body[-1].end_lineno
+    return Guard(c.name, line, line, end, c.fn.lineno, c.fn.end_lineno)
 
 
 def traced_names(steps: tuple[tuple[int, str], ...]) -> set[str]:

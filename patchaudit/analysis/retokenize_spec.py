@@ -15,10 +15,9 @@ findings: the rule reports them.
 
 from __future__ import annotations
 
+import ast
 import re
-from typing import Any, Callable
-
-import libcst as cst
+from typing import Any
 
 from patchaudit.analysis.dataflow import (
     EMPTY,
@@ -49,7 +48,7 @@ from patchaudit.analysis.retokenize_guards import (
     traced_names,
 )
 from patchaudit.inputs import pyast
-from patchaudit.inputs.cst import dotted, string_literal
+from patchaudit.inputs.astnames import dotted
 
 DECODED = "decoded-text"  # text made from token ids
 RETOKENIZED_OUTPUT = "retokenized-output"  # a tokenizer/processor's output for that text
@@ -162,8 +161,7 @@ class RetokenizeSpec(FlowSpec):
     def __init__(
         self,
         opts: dict[str, Any],
-        module: cst.Module,
-        position: Callable[[cst.CSTNode], Any],
+        module: ast.Module,
         verbs: list[str],
         text: str = "",
     ):
@@ -171,7 +169,6 @@ class RetokenizeSpec(FlowSpec):
         self.text = text  # the module's source (its `ast` tree gives the mask sizes)
         self.verbs = verbs
         self.module = module
-        self.position = position
         self._mask_lens: dict[tuple[int, str | None], str] | None = None
         self._guards: list[Candidate] | None = None
         self._resolved: dict[Candidate, Guard] = {}
@@ -196,10 +193,10 @@ class RetokenizeSpec(FlowSpec):
         if arg is None:
             return None  # `raw.decode()`, `raw.decode(errors="ignore")`: bytes
         node = arg.node.value
-        if string_literal(node) is not None or isinstance(node, cst.FormattedString):
+        if (isinstance(node, ast.Constant) and isinstance(node.value, str)) or isinstance(node, ast.JoinedStr):
             return None  # `raw.decode("utf-8")`
-        if isinstance(node, (cst.Name, cst.Attribute)) and matches(
-            node.value if isinstance(node, cst.Name) else node.attr.value, _ENCODING_ARGS
+        if isinstance(node, (ast.Name, ast.Attribute)) and matches(
+            node.id if isinstance(node, ast.Name) else node.attr, _ENCODING_ARGS
         ):
             return None
         if any(matches(a.keyword, _ENCODING_ARGS) for a in site.args):
@@ -312,7 +309,7 @@ class RetokenizeSpec(FlowSpec):
             return False
         for c in mine:
             if c not in self._resolved:
-                self._resolved[c] = resolve(c, self.position)
+                self._resolved[c] = resolve(c)
         return guarded([self._resolved[c] for c in mine], steps, flow.line(node))
 
     def _rollout_field(self, path: str | None, attr: str | None) -> bool:
@@ -410,7 +407,7 @@ def _same_vocabulary(text: Value, encoder: str | None) -> Value:
         return text
     kept = {}
     for (label, origin), steps in text.flat().t.items():
-        if label == DECODED and type(origin) is Origin and isinstance(origin.node, cst.Call):
+        if label == DECODED and type(origin) is Origin and isinstance(origin.node, ast.Call):
             theirs = vocabulary(receiver_name(origin.node))
             if theirs and theirs != mine:
                 continue

@@ -25,7 +25,7 @@ def dotted(node: ast.AST, calls: str = PLAIN) -> str | None:
     `calls` says what a call (or subscript) in the chain becomes: PLAIN, nothing
     (None); SUPER, `super()` when it is the object of an attribute (`super().f`,
     the symbol index's callees; a bare `super()` stays None); ANY_CALL, its
-    callee with `()` (patchaudit.inputs.cst.dotted's ANY_CALL on an ast node);
+    callee with `()` (the dataflow layer's callees: `get_tokenizer().encode`);
     THROUGH, the callee or subscripted value itself (`Generic[T]` bases,
     decorators `@functools.lru_cache(...)` -> "functools.lru_cache"); KEYS, a
     string-key subscript kept as `["k"]` (`sample["tokens"]`), anything else None."""

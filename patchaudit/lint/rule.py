@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Iterator
 from patchaudit.model.findings import Fix, Report, Severity
 
 if TYPE_CHECKING:  # pragma: no cover
+    import ast
+
     import libcst as cst
 
     from patchaudit.units import PatchUnit, TextUnit
@@ -324,10 +326,11 @@ class Rule(_VisitorBase):  # type: ignore[misc,valid-type]
 
     @classmethod
     def summarise(
-        cls, module: "cst.Module", position: Any, path: str, view: Any, settings: Any = None, seed: Any = None
+        cls, module: "ast.Module", positions: Any, path: str, view: Any, settings: Any = None, seed: Any = None
     ) -> Any:  # pragma: no cover - overridden
-        """`repository` rules: the module's summary (patchaudit.analysis.repo_summaries);
-        `seed`, the functions to follow parameter by parameter (`summary_words`)."""
+        """`repository` rules: the module's summary (patchaudit.analysis.repo_summaries) from its
+        `ast` tree and `positions` (patchaudit.analysis.flow_nodes.Positions); `seed`, the
+        functions to follow parameter by parameter (`summary_words`)."""
         return None
 
     @classmethod

@@ -15,7 +15,7 @@ Before the per-file pass, for every selected rule that declares `repository`
    forked workers when they have enough to read: patchaudit/pipeline/repo_entries.py).
    Every other file exports nothing: it has no source and no sink the rule recognises;
 3. indexes the kept modules (patchaudit/analysis/repo_index.py) and runs the
-   rule's `summarise` on each (a libcst parse and the interpreter in summary
+   rule's `summarise` on each (an `ast` parse and the interpreter in summary
    mode, patchaudit/analysis/repo_summaries.py), round after round, until no
    summary changes (at most `MAX_ROUNDS`): a module is analysed again only
    when the summaries it can see (of the modules it imports, the carriers)
@@ -33,9 +33,8 @@ Before the per-file pass, for every selected rule that declares `repository`
    stays sound (tests/test_speed_invariants.py).
 
 What the pre-pass parsed, the scan does not parse again: the gate's facts of the
-texts it gated are kept for the run (analysis/gate.py), and the libcst module of
-a module summarised here that another rule's byte filter keeps is handed to the
-scan's unit of the same text (`units.hand_over`; tests/test_shared_parses.py).
+texts it gated are kept for the run (analysis/gate.py), and the `ast` trees of
+the texts parsed last are kept by patchaudit/inputs/pyast.py (tests/test_shared_parses.py).
 
 The cache (`pipeline.cache.ResultCache`, its own run key): per module, keyed by
 its size, modification time and inode (a warm run reads no unchanged file),
@@ -140,8 +139,7 @@ def prepare_repo(
             continue
         rule = _LazyRule(meta)  # imported only for files the cache does not answer
         cache = _cache(settings, meta.code, cache_root)
-        others = [m for m in metas if m is not meta and "python" in m.kinds]
-        view = _build(rule, pyfiles, settings, cache, others, jobs, errors)
+        view = _build(rule, pyfiles, settings, cache, jobs, errors)
         repos[meta.code] = view
         words = _repo_words(rule, view, settings, cache)
         if cache is not None:
@@ -158,7 +156,7 @@ def forget_kept() -> None:
     whose summaries all come from the cache, imports neither."""
     import sys
 
-    for name, clear in (("patchaudit.analysis.gate", "clear_pins"), ("patchaudit.units", "clear_handed")):
+    for name, clear in (("patchaudit.analysis.gate", "clear_pins"),):
         module = sys.modules.get(name)
         if module is not None:
             getattr(module, clear)()
@@ -228,9 +226,7 @@ def _cache(settings, code: str, cache_root: Any):
     return ResultCache(cache_root, key)
 
 
-def _build(
-    rule, pyfiles: list[tuple[str, str]], settings, cache, others: list, jobs: int | None = None, errors=None
-) -> RepoView:
+def _build(rule, pyfiles: list[tuple[str, str]], settings, cache, jobs: int | None = None, errors=None) -> RepoView:
     index = RepoIndex()
     entries: dict[str, Entry] = {}
     fresh: dict[str, bytes] = {}  # the files read in this run (new or changed)
@@ -289,10 +285,6 @@ def _build(
         if not changed:
             break
     for key, e in entries.items():  # converged: the module's findings are made
-        if e.parsed is not None and e.text is not None and _parsed_again(others, e.text):
-            from patchaudit.units import hand_over
-
-            hand_over(e.text, e.parsed[0])
         e.parsed = None
         if e.reports is not None and e.text_digest is not None and e.dep == view.dependency_key(key):
             view.reports[key] = (e.text_digest, e.reports)
@@ -317,13 +309,6 @@ def _over_budget(key: str, e: Entry, view: RepoView, errors: list | None) -> Non
                 f"followed into the other modules",
             )
         )
-
-
-def _parsed_again(others: list, text: str) -> bool:
-    """Whether the scan may parse the module again: another Python rule's byte filter
-    lets it through (this rule's findings on it are made: `view.reports`)."""
-    data = text.encode("utf-8", "surrogateescape")
-    return any(not m.byte_filter or m.can_match_bytes(data) for m in others)
 
 
 def _needed(entries: dict[str, Entry], fresh: dict[str, bytes], cache) -> None:
@@ -401,7 +386,7 @@ def _levels(view: RepoView, order: list[str]) -> list[list[str]]:
 
 
 #: a level is summarised in worker processes when its modules hold at least this many bytes
-#: (a fork and the summaries' way back cost ~30 ms; libcst parses ~0.7 MB/s)
+#: (a fork and the summaries' way back cost ~30 ms)
 LEVEL_MIN_BYTES = 150_000
 
 
@@ -478,21 +463,20 @@ def _summarise(rule, key: str, e: Entry, view: RepoView, settings) -> tuple[Modu
             return ModuleSummary(key), None
         e.text = text
     from patchaudit.inputs import pyast
-    from patchaudit.units import PythonUnit
     from patchaudit.units.nesting import too_deep
 
     if pyast.over_limit(text, pyast.parse_limit(settings)) is not None or too_deep(text, settings.max_nesting):
         return ModuleSummary(key), None
     try:
         if e.parsed is None:
-            from libcst.metadata import PositionProvider
+            from patchaudit.analysis.flow_nodes import Positions
 
-            from patchaudit.analysis.lazy_metadata import metadata_wrapper
-
-            module = PythonUnit(path=key, text=text).parse()
-            e.parsed = (module, metadata_wrapper(module).resolve(PositionProvider))
+            module = pyast.parse(text)
+            if module is None:
+                return ModuleSummary(key), None
+            e.parsed = (module, Positions(text))
         module, positions = e.parsed
-        got = rule.summarise(module, positions.__getitem__, key, view.view(key), settings, e.seed)
+        got = rule.summarise(module, positions, key, view.view(key), settings, e.seed)
     except Exception:  # a syntax error, a recursion limit, a crash: the per-file pass reports it
         return ModuleSummary(key), None
     if not (isinstance(got, tuple) and len(got) == 2 and isinstance(got[0], ModuleSummary)):

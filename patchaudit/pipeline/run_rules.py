@@ -222,6 +222,11 @@ def _run_treeless(unit, rules: list[type[Rule]], settings: Settings, tokenizer: 
             continue
         try:
             inst.check_python()
+        except RecursionError:  # as for the rules that read the libcst tree
+            result.errors.append(
+                FileError(unit.path, "Python nested too deeply to analyse (recursion limit)", unit_line(unit))
+            )
+            return []
         except Exception as exc:
             result.errors.append(FileError(unit.path, f"rule {r.code} crashed: {exc!r}", unit_line(unit)))
             continue

@@ -15,8 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from patchaudit.inputs.textmemo import TextMemo
-
 if TYPE_CHECKING:  # pragma: no cover
     from patchaudit.inputs.patches import FileSection, Hunk, PatchFile
 
@@ -94,14 +92,11 @@ class PythonUnit(Unit):
     kind = "python"
 
     def parse(self):
-        """Parse once (or take the module parsed for this text before: `hand_over`);
-        raises libcst.ParserSyntaxError."""
+        """Parse once with libcst; raises libcst.ParserSyntaxError."""
         if self._module is None:
-            self._module = _HANDED.pop(self.text, None)
-            if self._module is None:
-                import libcst as cst
+            import libcst as cst
 
-                self._module = cst.parse_module(self.text)
+            self._module = cst.parse_module(self.text)
         return self._module
 
     def is_incomplete(self, end_line: int, end_column: int) -> bool:
@@ -119,25 +114,6 @@ class PythonUnit(Unit):
         if best and self.outer_symbol and "." not in best and self.mode == "fragment":
             return f"{self.outer_symbol}.{best}"
         return best or self.outer_symbol
-
-
-# libcst modules parsed before the scan, for texts the scan will parse again: the
-# whole-repository pre-pass summarises a module and, when another rule may run on it,
-# hands its tree over (libcst, not the text, is the cost: ~0.4 MB/s).  A module is
-# taken once (`PythonUnit.parse`); a libcst tree is immutable, so the rules see what
-# they would have parsed.  Bounded by the texts' size; a new run starts empty.
-_HANDED = TextMemo()
-#: characters of text whose parsed modules may wait for the scan (~100 bytes a character)
-HAND_OVER_CHARS = 2 * 1024 * 1024
-
-
-def hand_over(text: str, module: Any) -> None:
-    """Keep `module` (libcst's parse of `text`) for the scan's unit of the same text."""
-    _HANDED.keep(text, module, HAND_OVER_CHARS)
-
-
-def clear_handed() -> None:
-    _HANDED.clear()
 
 
 def _symbol_ranges(module, text: str) -> list[tuple[int, int, str]]:
