@@ -1,0 +1,183 @@
+"""`patchaudit port` with real parts: engines built in git repositories here, the ported
+set applied with real `git apply`, merges checked against `git merge-file`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import git
+import pytest
+from click.testing import CliRunner
+
+from patchaudit.cli import main
+from patchaudit.pipeline.port_hunks import Text, check_port
+
+MOD = """import os
+
+
+def helper(x):
+    return x + 1
+
+
+class Loader:
+    def __init__(self, path):
+        self.path = path
+
+    def load(self, name):
+        data = helper(len(name))
+        return data
+
+
+def untouched():
+    return 1
+"""
+
+
+def _engine(tmp_path, name: str, text: str) -> str:
+    root = tmp_path / name
+    (root / "eng").mkdir(parents=True)
+    (root / "eng" / "__init__.py").write_text("")
+    (root / "eng" / "mod.py").write_text(text)
+    return str(root)
+
+
+def _patch(tmp_path, before: str, after: str) -> str:
+    """A `git diff` of eng/mod.py before -> after, made in a real repository."""
+    repo_dir = tmp_path / "mk"
+    repo = git.Repo.init(repo_dir)
+    (repo_dir / "eng").mkdir(exist_ok=True)
+    (repo_dir / "eng" / "mod.py").write_text(before)
+    repo.index.add(["eng/mod.py"])
+    repo.index.commit("base")
+    (repo_dir / "eng" / "mod.py").write_text(after)
+    out = tmp_path / "fix.patch"
+    out.write_text(repo.git.diff() + "\n")
+    return str(out)
+
+
+def _port(tmp_path, patch: str, old: str, new: str, *extra: str):
+    out = tmp_path / "out"
+    res = CliRunner().invoke(
+        main,
+        ["port", patch, "--engine", "eng", "--from", old, "--to", new, "-o", str(out), "--format", "json", *extra],
+    )
+    assert res.exit_code in (0, 1), res.output
+    data = json.loads(res.stdout)
+    return res.exit_code, data, (out / os.path.basename(patch)).read_text()
+
+
+def _git_apply(tree: str, patch_text: str, tmp_path) -> str:
+    work = tmp_path / "apply"
+    subprocess.run(["cp", "-r", tree, str(work)], check=True)
+    subprocess.run(["git", "init", "-q", str(work)], check=True)
+    p = tmp_path / "ported.patch"
+    p.write_text(patch_text)
+    subprocess.run(["git", "apply", str(p)], cwd=work, check=True)
+    return (work / "eng" / "mod.py").read_text()
+
+
+_LINE = "        data = helper(len(name))\n"
+PATCHED = MOD.replace(_LINE, _LINE + "        data = data * 2\n")
+
+
+def test_identity_on_an_unchanged_engine(tmp_path):
+    old = _engine(tmp_path, "old", MOD)
+    patch = _patch(tmp_path, MOD, PATCHED)
+    code, data, text = _port(tmp_path, patch, old, old)
+    assert code == 0
+    assert [h["status"] for h in data["hunks"]] == ["clean"]
+    assert _git_apply(old, text, tmp_path) == PATCHED
+
+
+def test_an_engine_that_has_the_patch_drops_every_hunk(tmp_path):
+    two = PATCHED.replace("def untouched():\n    return 1\n", "def untouched():\n    return 2\n    # end\n")
+    old = _engine(tmp_path, "old", MOD)
+    new = _engine(tmp_path, "new", two)
+    patch = _patch(tmp_path, MOD, two)
+    code, data, text = _port(tmp_path, patch, old, new)
+    assert data["hunks"] and all(h["status"] == "dropped" for h in data["hunks"])
+    assert all("upstream has it" in h["detail"] for h in data["hunks"])
+    assert "@@" not in text
+
+
+def test_a_merge_agrees_with_git_merge_file(tmp_path):
+    # upstream changed the line right above the hunk's context: exact context fails, the merge works
+    new_text = MOD.replace("class Loader:\n", "class Loader:\n    kind = 'file'\n").replace(
+        "    def load(self, name):\n", "    def load(self, name):  # upstream note\n"
+    )
+    old = _engine(tmp_path, "old", MOD)
+    new = _engine(tmp_path, "new", new_text)
+    patch = _patch(tmp_path, MOD, PATCHED)
+    code, data, text = _port(tmp_path, patch, old, new)
+    assert code == 0, data
+    assert data["hunks"][0]["status"] == "merged"
+    for name, body in (("ours", new_text), ("base", MOD), ("theirs", PATCHED)):
+        (tmp_path / name).write_text(body)
+    subprocess.run(["git", "merge-file", "ours", "base", "theirs"], cwd=tmp_path, check=True)
+    assert _git_apply(new, text, tmp_path) == (tmp_path / "ours").read_text()
+
+
+def test_a_conflict_is_flagged_with_a_rej(tmp_path):
+    new_text = MOD.replace("        data = helper(len(name))\n", "        data = helper(len(name), 3)\n")
+    old = _engine(tmp_path, "old", MOD)
+    new = _engine(tmp_path, "new", new_text)
+    patch = _patch(tmp_path, MOD, PATCHED.replace("helper(len(name))", "helper(len(name) + 1)"))
+    code, data, text = _port(tmp_path, patch, old, new)
+    assert code == 1
+    assert data["hunks"][0]["status"] == "flagged"
+    rej = (tmp_path / "out" / "fix.patch.rej").read_text()
+    assert "<<<<<<< ours" in rej and ">>>>>>> theirs" in rej
+
+
+def test_a_name_that_no_longer_exists_is_flagged(tmp_path):
+    new_text = MOD.replace("def helper(x):\n    return x + 1\n", "def helper2(x):\n    return x + 1\n").replace(
+        "helper(len(name))", "helper2(len(name))"
+    )
+    uses = MOD.replace("def untouched():\n    return 1\n", "def untouched():\n    return helper(1)\n")
+    old = _engine(tmp_path, "old", MOD)
+    new = _engine(tmp_path, "new", new_text)
+    patch = _patch(tmp_path, MOD, uses)
+    code, data, text = _port(tmp_path, patch, old, new, "--no-rules")
+    assert code == 1
+    hunk = data["hunks"][0]
+    assert hunk["status"] == "flagged" and "`helper`" in hunk["detail"]
+    assert "@@" not in text  # never written as if ported
+
+
+def test_a_changed_signature_is_flagged_by_the_rules_pass(tmp_path):
+    new_text = MOD.replace("def helper(x):", "def helper(x, scale):").replace(
+        "helper(len(name))", "helper(len(name), 1)"
+    )
+    uses = MOD.replace("def untouched():\n    return 1\n", "def untouched():\n    return helper(1)\n")
+    old = _engine(tmp_path, "old", MOD)
+    new = _engine(tmp_path, "new", new_text)
+    patch = _patch(tmp_path, MOD, uses)
+    code, data, text = _port(tmp_path, patch, old, new)
+    hunk = data["hunks"][0]
+    assert code == 1 and hunk["status"] == "flagged", hunk
+    assert "PA204" in hunk["detail"]
+
+
+def test_each_check_fails_on_a_planted_bad_port():
+    before = Text(MOD.split("\n")[:-1])
+
+    def run(after_text: str):
+        checks, _ = check_port("eng/mod.py", before, Text(after_text.split("\n")[:-1]), lambda *a: None)
+        return {c.name: c for c in checks}
+
+    broken = run(MOD.replace("        return data\n", "        return data +\n"))
+    assert not broken["parse"].ok
+    twice = run(MOD.replace("def untouched():", "def helper(y):\n    return y\n\n\ndef untouched():"))
+    assert not twice["duplicates"].ok and "helper" in twice["duplicates"].detail
+    gone = run(MOD.replace("        return data\n", "        return missing_name(data)\n"))
+    assert not gone["names"].ok and "missing_name" in gone["names"].detail
+    local = run(MOD.replace("        return data\n", "        value = data\n        return value\n"))
+    assert all(c.ok for c in local.values())
+
+
+@pytest.mark.parametrize("args", [["--write", "-o", "x"]])
+def test_usage_errors_exit_2(tmp_path, args):
+    res = CliRunner().invoke(main, ["port", "nothing.patch", "--to", str(tmp_path), *args])
+    assert res.exit_code == 2
