@@ -19,6 +19,9 @@ hunk of the old patch is scored against what the hand port did with its change:
 - *exact*: we ported it and the post-image of our ported hunk (its context and added
   lines, as NEW has them) is a run of lines of H, and for a removal its pre-image is not;
   or we dropped it as upstream and the hand port did not carry it;
+  "exact" also takes a port that differs from the hand port only in comment-only lines
+  (the hand ports of 0.5.15.post1 dropped many of the patch's comments); how many is
+  printed;
 - *flagged*: we flagged it (whatever the hand port did);
 - *silently wrong*: anything else we called ported or dropped (ported but not as H has
   it, dropped while the hand port carries it, ported while the change is upstream).
@@ -53,8 +56,10 @@ def _show(path: str) -> str | None:
 
 
 def _sig(text: str) -> str | None:
+    """A line that says something (stripped): not blank, not a comment, not a bracket or a
+    lone keyword (those are in every file)."""
     s = text.strip()
-    return s if s and s not in ("(", ")", "[", "]", "{", "}", "):", "),", "],", "},") else None
+    return s if len(s) >= 10 and not s.startswith("#") else None
 
 
 def _hunks(text: str):
@@ -68,6 +73,35 @@ def _hunks(text: str):
 def _find(hay: list[str], needle: list[str]) -> bool:
     n = len(needle)
     return n == 0 or any(hay[i : i + n] == needle for i in range(len(hay) - n + 1))
+
+
+def _code(lines: list[str]) -> list[str]:
+    """The lines that are not comment-only lines."""
+    return [t for t in lines if not t.strip().startswith("#")]
+
+
+def _runs_in(h_lines: list[str], hunk: list[tuple[str, str]]) -> bool:
+    """Each run of added lines of our hunk is in H with the context line before it (after
+    it, at the hunk's start), and each run of removed lines is not there with it."""
+    i = 0
+    while i < len(hunk):
+        kind = hunk[i][0]
+        if kind == " ":
+            i += 1
+            continue
+        j = i
+        while j < len(hunk) and hunk[j][0] == kind:
+            j += 1
+        run = [t for _, t in hunk[i:j]]
+        before = next((t for k, t in reversed(hunk[:i]) if k == " "), None)
+        after = next((t for k, t in hunk[j:] if k == " "), None)
+        seq = [before] + run if before is not None else run + ([after] if after is not None else [])
+        if kind == "+" and not _find(h_lines, seq):
+            return False
+        if kind == "-" and _find(h_lines, seq):
+            return False
+        i = j
+    return True
 
 
 def main() -> None:
@@ -111,8 +145,9 @@ def main() -> None:
             hand_plus.setdefault(path, set()).update(s for k, t in lines if k == "+" and (s := _sig(t)))
             hand_minus.setdefault(path, set()).update(s for k, t in lines if k == "-" and (s := _sig(t)))
     ours = list(_hunks(ported))
-    score = {"exact": 0, "flagged": 0, "wrong": 0, "unscored": 0}
-    wrong = []
+    score = {"exact": 0, "flagged": 0, "wrong": 0, "unscored": 0, "comments": 0}
+    wrong: list[str] = []
+    flagged: list[str] = []
     for row, (path, lines) in zip(report["hunks"], _hunks(old_patch)):
         add = [s for k, t in lines if k == "+" and (s := _sig(t))]
         rem = [s for k, t in lines if k == "-" and (s := _sig(t))]
@@ -122,9 +157,12 @@ def main() -> None:
             return open(f).read().split("\n") if os.path.exists(f) else []
 
         new_sig = {s for s in map(_sig, read(pristine)) if s}
-        any_plus = set().union(*hand_plus.values()) if hand_plus else set()
+        dest = (row["where"] or {}).get("path") or path
+        files = [p for p in hand_plus if p.endswith(path) or p.endswith(dest)]
+        any_plus = set().union(*(hand_plus[p] for p in files)) if files else set()
+        any_minus = set().union(*(hand_minus[p] for p in files)) if files else set()
         carried = (add and sum(a in any_plus for a in add) >= max(1, len(add) / 2)) or (
-            not add and rem and all(r in set().union(*hand_minus.values()) for r in rem)
+            not add and rem and all(r in any_minus for r in rem)
         )
         upstream = bool(add) and sum(a in new_sig for a in add) >= 0.9 * len(add)
         if not carried and not upstream:
@@ -132,11 +170,11 @@ def main() -> None:
             continue
         if row["status"] == "flagged":
             score["flagged"] += 1
+            flagged.append(f"  hunk #{row['hunk']} line {row['line']} {row['path']}: {row['detail'][:110]}")
             continue
         if row["status"] == "dropped":
             ok = not carried or upstream
         else:
-            dest = (row["where"] or {}).get("path") or path
             h_lines = (
                 read(os.path.join(new_tree, "python"))
                 if False
@@ -147,11 +185,10 @@ def main() -> None:
                 )
             )
             mine = [ls for p, ls in ours if p.endswith(dest) and set(add) <= {_sig(t) for k, t in ls if k == "+"}]
-            ok = (
-                bool(mine)
-                and _find(h_lines, [t for k, t in mine[0] if k != "-"])
-                and (not rem or not _find(h_lines, [t for k, t in mine[0] if k != "+"]))
-            )
+            strict = bool(mine) and _runs_in(h_lines, mine[0])
+            ok = strict or (bool(mine) and _runs_in(_code(h_lines), [(k, t) for k, t in mine[0] if _code([t])]))
+            if ok and not strict:
+                score["comments"] += 1
         if ok:
             score["exact"] += 1
         else:
@@ -161,6 +198,7 @@ def main() -> None:
             )
     scored = score["exact"] + score["flagged"] + score["wrong"]
     pct = {k: round(100 * v / scored, 1) for k, v in score.items() if k != "unscored"} if scored else {}
+    print(f"  (of the exact: {score['comments']} differ from the hand port only in comment lines)")
     print(f"{old_v} -> {new_v}: {len(report['hunks'])} hunks, {scored} scored, {score['unscored']} unscored")
     print(
         f"  exact {score['exact']} ({pct.get('exact')}%), flagged {score['flagged']} ({pct.get('flagged')}%), "
@@ -168,7 +206,9 @@ def main() -> None:
     )
     print(f"  port took {seconds:.1f} s (rules pass: {'on' if rules else 'off'}); counts {report['counts']}")
     print(f"  ported set applies with git apply on NEW: {check.returncode == 0} {check.stderr.strip()[:200]}")
-    print("\n".join(wrong))
+    print("silently wrong:\n" + "\n".join(wrong))
+    if "-v" in sys.argv:
+        print("flagged:\n" + "\n".join(flagged))
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ import ast
 import builtins
 import difflib
 import functools
+import re
 import symtable
 from dataclasses import dataclass
 
@@ -279,3 +280,32 @@ def upstream_form(
             if all(r not in still or r in sig for r in removed):  # what it removes is gone too
                 return "near match of the added lines", new_sig[blocks[0].b][1]
     return None
+
+
+_CHAIN = re.compile(r"(?<![\w.])[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
+_STRING = re.compile(r"(?:[rbfuRBFU]{0,2})(\"\"\"|'''|\"|')(?:\\.|(?!\1).)*\1")
+
+
+def _chains(text: str) -> set[str]:
+    code = _STRING.sub("''", text.split("#", 1)[0] if "#" in text and "'" not in text and '"' not in text else text)
+    return set(_CHAIN.findall(code))
+
+
+def _count(chain: str, lines: list[str]) -> int:
+    pat = re.compile(r"(?<![\w.])" + re.escape(chain) + r"(?!\w)")
+    return sum(len(pat.findall(t)) for t in lines)
+
+
+def vanished_usages(added_text: list[str], old_lines: list[str], new_lines: list[str]) -> list[str]:
+    """The dotted names (`self.scheduler.enable_metrics`, `utils.helper`) the added lines use
+    that the old file used too and the new file no longer does: upstream rewrote those uses
+    (renamed, moved, or changed what they are), so the hunk's copy is likely stale."""
+    out = []
+    for chain in sorted({c for t in added_text for c in _chains(t)}):
+        if chain.split(".")[0] in ("self", "cls") and chain.count(".") == 1:
+            # one attribute of self: the patch may define it itself; judged with two or more
+            if _count(chain + " =", old_lines) or not _count(chain, old_lines):
+                continue
+        if _count(chain, old_lines) and not _count(chain, new_lines):
+            out.append(chain)
+    return out

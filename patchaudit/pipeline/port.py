@@ -125,6 +125,15 @@ class Sides:
             self.texts[key] = _read(self.old if side == "old" else self.new, path)
         return self.texts[key]
 
+    def released(self, side: str, path: str | None) -> Text | None:
+        """The file as the release has it (no patch applied)."""
+        if path is None:
+            return None
+        key = (f"released-{side}", path)
+        if key not in self.texts:
+            self.texts[key] = _read(self.old if side == "old" else self.new, path)
+        return self.texts[key]
+
     def put(self, side: str, path: str, text: Text | None) -> None:
         self.texts[(side, path)] = text
 
@@ -217,11 +226,6 @@ def _relocate(sides: Sides, job: Job, opath: str, old: Text, hunk: Hunk, fuzz: i
     return dest, (mv.new if mv is not None else ""), result
 
 
-def _shim(text: Text) -> bool:
-    """A re-export module (`from .x import *`): where upstream moved a file's code."""
-    return any(t.startswith("from ") and t.endswith("import *") for t in text.lines)
-
-
 def _attempt(sides: Sides, job: Job, row: HunkPort, sec: FileSection, hunk: Hunk, fuzz: int) -> tuple[str, Text] | None:
     """Place the hunk (row's status and detail set); the file it goes to and its new text,
     or None when it is dropped or flagged."""
@@ -250,7 +254,7 @@ def _attempt(sides: Sides, job: Job, row: HunkPort, sec: FileSection, hunk: Hunk
             if merged is not None and merged.lines != new.lines:
                 row.status, row.where = "merged", (row.path, line)
                 return row.path, merged
-    if old is not None and (new is None or _shim(new)):
+    if old is not None:
         moved = _relocate(sides, job, opath, old, hunk, fuzz)
         if moved is not None:
             dest, symbol, result = moved
@@ -268,7 +272,8 @@ def _attempt(sides: Sides, job: Job, row: HunkPort, sec: FileSection, hunk: Hunk
 
 
 def _verify(sides: Sides, row: HunkPort, hunk: Hunk, opath: str, dest: str, before: Text, after: Text) -> bool:
-    checks, added = check_port(dest, before, after, sides.resolver())
+    released = (sides.released("old", opath), sides.released("new", dest)) if dest == row.path else None
+    checks, added = check_port(dest, before, after, sides.resolver(), released)
     row.checks, row.added_lines = checks, sorted(added)
     failed = [c for c in checks if not c.ok]
     if not failed:

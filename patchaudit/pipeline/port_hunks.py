@@ -28,6 +28,7 @@ from patchaudit.analysis.port_checks import (
     top_level_names,
     undefined_names,
     upstream_form,
+    vanished_usages,
 )
 from patchaudit.inputs.patches import Hunk
 from patchaudit.patching.apply import apply_hunks
@@ -213,7 +214,13 @@ def already_there(hunk: Hunk, old: Text | None, new: Text) -> tuple[str, int] | 
 Resolver = Callable[[str, int, str, str], "bool | None"]
 
 
-def check_port(path: str, before: Text, after: Text, resolve: Resolver) -> tuple[list[Check], set[int]]:
+def check_port(
+    path: str,
+    before: Text,
+    after: Text,
+    resolve: Resolver,
+    released: tuple[Text | None, Text | None] | None = None,
+) -> tuple[list[Check], set[int]]:
     """The checks of a placed hunk on the file it changed: it parses, the names its added
     code uses exist (the module's own and the engine's `from X import Y`), and it defines
     no name twice.  (Signatures and the TITO rules: the rules pass, `port_verify.py`.)"""
@@ -233,6 +240,16 @@ def check_port(path: str, before: Text, after: Text, resolve: Resolver) -> tuple
     checks.append(
         Check("names", not missing, ("not defined in the new release: " + ", ".join(missing)) if missing else "")
     )
+    if released is not None and released[0] is not None and released[1] is not None:
+        old, new = released
+        gone = vanished_usages([after.lines[n - 1] for n in sorted(added)], old.lines, new.lines)
+        checks.append(
+            Check(
+                "upstream-usage",
+                not gone,
+                ("upstream no longer uses " + ", ".join(f"`{g}`" for g in gone) + " in this file") if gone else "",
+            )
+        )
     dups = duplicate_definitions(before.lines, after.lines, added)
     checks.append(
         Check(
