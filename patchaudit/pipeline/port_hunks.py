@@ -240,8 +240,8 @@ def check_port(
     checks.append(
         Check("names", not missing, ("not defined in the new release: " + ", ".join(missing)) if missing else "")
     )
-    if released is not None and released[0] is not None and released[1] is not None:
-        old, new = released
+    old, new = released if released is not None else (None, None)
+    if old is not None and new is not None:
         gone = vanished_usages([after.lines[n - 1] for n in sorted(added)], old.lines, new.lines)
         checks.append(
             Check(
