@@ -226,6 +226,18 @@ def _relocate(sides: Sides, job: Job, opath: str, old: Text, hunk: Hunk, fuzz: i
     return dest, (mv.new if mv is not None else ""), result
 
 
+def _imports(hunk: Hunk, old: Text | None, new: Text, near: int) -> Text | None:
+    """The hunk's added import lines merged into NEW's import block (`analysis/port_imports`)."""
+    from patchaudit.analysis.port_imports import merge_imports
+    from patchaudit.pipeline.port_hunks import map_line
+
+    if old is not None:
+        first = next((i for i, ln in enumerate(hunk.lines) if ln.kind != " "), 0)
+        near = map_line(old.lines, new.lines, max(0, hunk.target_start - 1 + first)) or near
+    got = merge_imports([(ln.kind, ln.text) for ln in hunk.lines], new.lines, near)
+    return None if got is None or got == new.lines else Text(got, new.eol)
+
+
 def _attempt(sides: Sides, job: Job, row: HunkPort, sec: FileSection, hunk: Hunk, fuzz: int) -> tuple[str, Text] | None:
     """Place the hunk (row's status and detail set); the file it goes to and its new text,
     or None when it is dropped or flagged."""
@@ -254,6 +266,10 @@ def _attempt(sides: Sides, job: Job, row: HunkPort, sec: FileSection, hunk: Hunk
             if merged is not None and merged.lines != new.lines:
                 row.status, row.where = "merged", (row.path, line)
                 return row.path, merged
+        imports = _imports(hunk, old, new, line)
+        if imports is not None:
+            row.status, row.where, row.detail = "merged", (row.path, line), "import lines merged in isort order"
+            return row.path, imports
     if old is not None:
         moved = _relocate(sides, job, opath, old, hunk, fuzz)
         if moved is not None:
