@@ -36,11 +36,14 @@ def _key(line: str, kind: str) -> tuple:
 
 def _run(lines: list[str], at: int, kind: str) -> tuple[int, int]:
     """The run [lo, hi) of lines of `kind` around index `at`."""
-    indent = _NAME.match(lines[at]).group(1) if kind == "name" and _NAME.match(lines[at]) else None
+    m = _NAME.match(lines[at]) if kind == "name" else None
+    indent = m.group(1) if m else None
+
     def same(t: str) -> bool:
         if _kind(t) != kind:
             return False
         return indent is None or t.startswith(indent) and not t.startswith(indent + " ")
+
     lo = at
     while lo > 0 and same(lines[lo - 1]):
         lo -= 1
@@ -104,3 +107,26 @@ def merge_imports(hunk_lines: list[tuple[str, str]], new: list[str], near: int, 
             block.insert(pos, a)
         lines[r0:r1] = block
     return lines
+
+
+def unused_imports(lines: list[str], added: set[str]) -> list[str]:
+    """The names imported on lines whose stripped text is in `added` that the module never
+    reads (an `__all__` entry, a string annotation or a `TYPE_CHECKING` use counts as read)."""
+    import ast
+
+    try:
+        tree = ast.parse("\n".join(lines) + "\n")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    bound: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                at = getattr(alias, "lineno", node.lineno)
+                if 0 < at <= len(lines) and lines[at - 1].strip() in added and alias.name != "*":
+                    bound.append(alias.asname or alias.name.split(".")[0])
+    if not bound:
+        return []
+    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    strings = " ".join(n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str))
+    return [b for b in bound if b not in used and not re.search(r"\b" + re.escape(b) + r"\b", strings)]

@@ -52,6 +52,7 @@ class PortReport:
     outs: list[PatchOut] = field(default_factory=list)
     errors: list[FileError] = field(default_factory=list)
     rules_checked: bool = False
+    forced_seen: set[tuple[str, int]] = field(default_factory=set)
 
     @property
     def flagged(self) -> list[HunkPort]:
@@ -255,6 +256,11 @@ def _attempt(sides: Sides, job: Job, row: HunkPort, sec: FileSection, hunk: Hunk
         if status in ("clean", "offset", "fuzz"):
             row.status, row.where = status, (row.path, line)
             row.detail = f"offset {off:+d}" if status == "offset" else ("fuzz" if status == "fuzz" else "")
+            in_order = _imports(hunk, old, new, line)
+            if in_order is not None and in_order.lines != result.lines:
+                # the patch's import lines break the order NEW keeps its imports in: isort's place
+                row.status, row.detail = "merged", "import lines placed in isort order"
+                return row.path, in_order
             return row.path, result
         there = ("exactly (PA208)", line) if status == "already-applied" else already_there(hunk, old, new)
         if there is not None:
@@ -312,6 +318,7 @@ def _port_section(sides: Sides, job: Job, patch: PatchFile, sec: FileSection, ro
     for hunk in sec.hunks:
         row = HunkPort(patch.path, len(rows) + 1, hunk.header_line, npath)
         row.added_texts = {ln.text.strip() for ln in hunk.lines if ln.kind == "+" and ln.text.strip()}
+        row.added_imports = {t for t in row.added_texts if t.startswith(("import ", "from ")) or t.endswith(",")}
         rows.append(row)
         _port_hunk(sides, job, patch, sec, hunk, row, touched, fuzz)
         old = sides.get("old", opath)
@@ -388,7 +395,38 @@ def port_patches(
     patches: list[PatchFile], names: list[str], old: EngineSource, new: EngineSource, job: Job, strip: int | None
 ) -> PortReport:
     """Port `patches` (in the order applied) from OLD to NEW; the report holds the outputs."""
+    for _ in range(3):  # a hunk flagged for an unused import can leave another one unused
+        report, sides = _port_all(patches, names, old, new, job, strip)
+        more = _unused_imports(report, sides)
+        if not more:
+            break
+        job.forced.update(more)
+    return report
+
+
+def _unused_imports(report: PortReport, sides: Sides) -> dict[tuple[str, int], str]:
+    """Ported hunks that add an import nothing in the ported file uses (the code that used
+    it was flagged, or upstream dropped it): flagged, as the maintainers drop them."""
+    from patchaudit.analysis.port_imports import unused_imports
+
+    out: dict[tuple[str, int], str] = {}
+    for r in report.hunks:
+        if not r.ported or r.status == "dropped" or (r.patch, r.header_line) in report.forced_seen:
+            continue
+        if not r.added_imports:
+            continue
+        final = sides.get("new", r.where[0] if r.where else r.path)
+        idle = unused_imports(final.lines, r.added_imports) if final is not None else []
+        if idle:
+            out[(r.patch, r.header_line)] = (
+                "it imports " + ", ".join(f"`{n}`" for n in idle) + ", which nothing in the ported file uses"
+            )
+    return out
+
+
+def _port_all(patches, names, old, new, job: Job, strip: int | None) -> tuple[PortReport, Sides]:
     report = PortReport(job.engine, old.label, new.label)
+    report.forced_seen = set(job.forced)
     sides = Sides(old, new, patches, strip)
     for patch, name in zip(patches, names):
         if job.progress is not None:
@@ -397,4 +435,4 @@ def port_patches(
             _port_patch(sides, job, patch, name, report)
         except (EngineError, OSError) as exc:
             report.errors.append(FileError(patch.path, f"cannot port: {exc}"))
-    return report
+    return report, sides

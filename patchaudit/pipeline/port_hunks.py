@@ -62,6 +62,8 @@ class HunkPort:
     conflict: list[str] = field(default_factory=list)
     # the hunk's added lines, stripped (to match a rule's finding on the ported patch)
     added_texts: set[str] = field(default_factory=set)
+    # the hunk's added import lines (as written)
+    added_imports: set[str] = field(default_factory=set)
 
     @property
     def ported(self) -> bool:
