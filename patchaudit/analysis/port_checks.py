@@ -46,7 +46,7 @@ class Place:
     line: int
 
 
-@functools.lru_cache(maxsize=8)
+@functools.lru_cache(maxsize=48)
 def _parse(text: str) -> ast.Module | Place:
     """The module, or the first syntax error (kept for the last few texts: a hunk's file
     after is the next hunk's file before)."""
@@ -134,8 +134,7 @@ def _module_bindings(tree: ast.Module) -> set[str]:
     while todo:
         node = todo.pop()
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-            todo.extend(n for n in ast.walk(node) if isinstance(n, ast.Global))
+            names.add(node.name)  # (a function's `global X`: read from the text, see _bindings)
             continue
         if isinstance(node, ast.Global):
             names.update(node.names)
@@ -147,6 +146,16 @@ def _module_bindings(tree: ast.Module) -> set[str]:
             continue
         todo.extend(ast.iter_child_nodes(node))
     return names
+
+
+@functools.lru_cache(maxsize=8)
+def _bindings(text: str) -> frozenset[str]:
+    got = _parse(text)
+    if isinstance(got, Place):
+        return frozenset()
+    found = re.finditer(r"^[ \t]+global[ \t]+([\w, \t]+)$", text, re.M)
+    declared = {n.strip() for m in found for n in m.group(1).split(",")}
+    return frozenset(_module_bindings(got) | declared)
 
 
 def _snippet_globals(lines: list[str], stmt: ast.stmt) -> set[str]:
@@ -177,12 +186,8 @@ def undefined_names(after: list[str], added: set[int], before: list[str] | None 
     tree = _tree(after)
     if tree is None or any(isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names) for n in tree.body):
         return []
-    bound = _module_bindings(tree) | _BUILTINS
-    old_tree = _tree(before) if before is not None else None
-    if old_tree is not None:
-        bound |= {n.id for n in ast.walk(old_tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)} - (
-            _module_bindings(old_tree)
-        )
+    bound = _bindings("\n".join(after) + "\n") | _BUILTINS
+    before_text = "\n".join(before) if before is not None else ""
     out: list[Place] = []
     for stmt in tree.body:
         end = stmt.end_lineno or stmt.lineno
@@ -195,7 +200,11 @@ def undefined_names(after: list[str], added: set[int], before: list[str] | None 
         }
         if loads:
             free = _snippet_globals(after, stmt)
-            out.extend(Place(name, line) for name, line in loads.items() if name in free)
+            out.extend(
+                Place(name, line)
+                for name, line in loads.items()
+                if name in free and not re.search(r"(?<![\w.])" + re.escape(name) + r"\b", before_text)
+            )
     return sorted(out, key=lambda p: p.line)
 
 
@@ -291,9 +300,19 @@ def _chains(text: str) -> set[str]:
     return set(_CHAIN.findall(code))
 
 
-def _count(chain: str, lines: list[str]) -> int:
-    pat = re.compile(r"(?<![\w.])" + re.escape(chain) + r"(?!\w)")
-    return sum(len(pat.findall(t)) for t in lines)
+def _count(chain: str, text: str) -> int:
+    return len(re.findall(r"(?<![\w.])" + re.escape(chain) + r"(?!\w)", text))
+
+
+@functools.lru_cache(maxsize=16)
+def _imported_modules(text: str) -> frozenset[str]:
+    """The first components of the modules a file binds with `import X` / `import X as Y`."""
+    out = set()
+    for m in re.finditer(r"^[ \t]*import ([\w.]+)(?: as (\w+))?[ \t]*$", text, re.M):
+        out.add(m.group(1).split(".")[0])
+        if m.group(2):
+            out.add(m.group(2))
+    return frozenset(out)
 
 
 def vanished_usages(added_text: list[str], old_lines: list[str], new_lines: list[str]) -> list[str]:
@@ -301,11 +320,35 @@ def vanished_usages(added_text: list[str], old_lines: list[str], new_lines: list
     that the old file used too and the new file no longer does: upstream rewrote those uses
     (renamed, moved, or changed what they are), so the hunk's copy is likely stale."""
     out = []
+    old_text, new_text = "\n".join(old_lines), "\n".join(new_lines)
+    modules = _imported_modules(old_text) | _imported_modules(new_text)
     for chain in sorted({c for t in added_text for c in _chains(t)}):
+        if chain.split(".")[0] in modules:
+            continue  # a module's function (`time.perf_counter`): upstream's use of it says nothing
         if chain.split(".")[0] in ("self", "cls") and chain.count(".") == 1:
             # one attribute of self: the patch may define it itself; judged with two or more
-            if _count(chain + " =", old_lines) or not _count(chain, old_lines):
+            if _count(chain + " =", old_text) or not _count(chain, old_text):
                 continue
-        if _count(chain, old_lines) and not _count(chain, new_lines):
+        if _count(chain, old_text) and not _count(chain, new_text):
             out.append(chain)
     return out
+
+
+def unused_imports(lines: list[str], added: set[str]) -> list[str]:
+    """The names imported on lines whose stripped text is in `added` that the module never
+    reads (an `__all__` entry, a string annotation or a `TYPE_CHECKING` use counts as read)."""
+    tree = _tree(lines)
+    if tree is None:
+        return []
+    bound: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                at = getattr(alias, "lineno", node.lineno)
+                if 0 < at <= len(lines) and lines[at - 1].strip() in added and alias.name != "*":
+                    bound.append(alias.asname or alias.name.split(".")[0])
+    if not bound:
+        return []
+    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    strings = " ".join(n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str))
+    return [b for b in bound if b not in used and not re.search(r"\b" + re.escape(b) + r"\b", strings)]

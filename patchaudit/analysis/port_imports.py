@@ -107,26 +107,3 @@ def merge_imports(hunk_lines: list[tuple[str, str]], new: list[str], near: int, 
             block.insert(pos, a)
         lines[r0:r1] = block
     return lines
-
-
-def unused_imports(lines: list[str], added: set[str]) -> list[str]:
-    """The names imported on lines whose stripped text is in `added` that the module never
-    reads (an `__all__` entry, a string annotation or a `TYPE_CHECKING` use counts as read)."""
-    import ast
-
-    try:
-        tree = ast.parse("\n".join(lines) + "\n")
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return []
-    bound: list[str] = []
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            for alias in node.names:
-                at = getattr(alias, "lineno", node.lineno)
-                if 0 < at <= len(lines) and lines[at - 1].strip() in added and alias.name != "*":
-                    bound.append(alias.asname or alias.name.split(".")[0])
-    if not bound:
-        return []
-    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
-    strings = " ".join(n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str))
-    return [b for b in bound if b not in used and not re.search(r"\b" + re.escape(b) + r"\b", strings)]

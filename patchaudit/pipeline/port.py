@@ -105,6 +105,8 @@ class Sides:
         self.new_map = self._strip(new, raw, strip)
         self.texts: dict[tuple[str, str], Text | None] = {}
         self._audit: Any = None
+        #: (file, old file, text before, text after) -> the checks of a placed hunk, kept across passes
+        self.checked: dict = {}
 
     @staticmethod
     def _strip(src: EngineSource, raw: list[str], strip: int | None) -> tuple[int, str]:
@@ -197,12 +199,21 @@ class Job:
     progress: Callable[[str], None] | None = None
 
 
+_INDEX: dict[tuple[str, int], Any] = {}
+
+
 def _symbol(src: EngineSource, path: str, text: Text, line: int) -> str | None:
     from patchaudit.engine.definitions import index_module
 
     if not path.endswith(".py"):
         return None
-    return index_module(path, "\n".join(text.lines) + "\n").symbol_at(line)
+    body = "\n".join(text.lines) + "\n"
+    key = (path, hash(body))
+    if key not in _INDEX:
+        if len(_INDEX) > 16:
+            _INDEX.clear()
+        _INDEX[key] = index_module(path, body)
+    return _INDEX[key].symbol_at(line)
 
 
 def _relocate(sides: Sides, job: Job, opath: str, old: Text, hunk: Hunk, fuzz: int) -> tuple[str, str, Text] | None:
@@ -225,6 +236,11 @@ def _relocate(sides: Sides, job: Job, opath: str, old: Text, hunk: Hunk, fuzz: i
     if status not in ("clean", "offset", "fuzz"):
         return None
     return dest, (mv.new if mv is not None else ""), result
+
+
+def _shim(text: Text) -> bool:
+    """NEW keeps the file as a re-export (`from .x import *`): its code moved."""
+    return any(t.startswith("from ") and " import *" in t for t in text.lines)
 
 
 def _imports(hunk: Hunk, old: Text | None, new: Text, near: int) -> Text | None:
@@ -276,7 +292,7 @@ def _attempt(sides: Sides, job: Job, row: HunkPort, sec: FileSection, hunk: Hunk
         if imports is not None:
             row.status, row.where, row.detail = "merged", (row.path, line), "import lines merged in isort order"
             return row.path, imports
-    if old is not None:
+    if old is not None and (new is None or _shim(new)):
         moved = _relocate(sides, job, opath, old, hunk, fuzz)
         if moved is not None:
             dest, symbol, result = moved
@@ -295,7 +311,11 @@ def _attempt(sides: Sides, job: Job, row: HunkPort, sec: FileSection, hunk: Hunk
 
 def _verify(sides: Sides, row: HunkPort, hunk: Hunk, opath: str, dest: str, before: Text, after: Text) -> bool:
     released = (sides.released("old", opath), sides.released("new", dest)) if dest == row.path else None
-    checks, added = check_port(dest, before, after, sides.resolver(), released)
+    key = (dest, opath, hash(tuple(before.lines)), hash(tuple(after.lines)))
+    if key not in sides.checked:  # a later pass meets the same texts again
+        sides.checked[key] = check_port(dest, before, after, sides.resolver(), released)
+    checks, added = sides.checked[key]
+    checks = list(checks)
     row.checks, row.added_lines = checks, sorted(added)
     failed = [c for c in checks if not c.ok]
     if not failed:
@@ -395,8 +415,9 @@ def port_patches(
     patches: list[PatchFile], names: list[str], old: EngineSource, new: EngineSource, job: Job, strip: int | None
 ) -> PortReport:
     """Port `patches` (in the order applied) from OLD to NEW; the report holds the outputs."""
+    checked: dict = {}
     for _ in range(3):  # a hunk flagged for an unused import can leave another one unused
-        report, sides = _port_all(patches, names, old, new, job, strip)
+        report, sides = _port_all(patches, names, old, new, job, strip, checked)
         more = _unused_imports(report, sides)
         if not more:
             break
@@ -407,7 +428,7 @@ def port_patches(
 def _unused_imports(report: PortReport, sides: Sides) -> dict[tuple[str, int], str]:
     """Ported hunks that add an import nothing in the ported file uses (the code that used
     it was flagged, or upstream dropped it): flagged, as the maintainers drop them."""
-    from patchaudit.analysis.port_imports import unused_imports
+    from patchaudit.analysis.port_checks import unused_imports
 
     out: dict[tuple[str, int], str] = {}
     for r in report.hunks:
@@ -424,10 +445,11 @@ def _unused_imports(report: PortReport, sides: Sides) -> dict[tuple[str, int], s
     return out
 
 
-def _port_all(patches, names, old, new, job: Job, strip: int | None) -> tuple[PortReport, Sides]:
+def _port_all(patches, names, old, new, job: Job, strip: int | None, checked: dict) -> tuple[PortReport, Sides]:
     report = PortReport(job.engine, old.label, new.label)
     report.forced_seen = set(job.forced)
     sides = Sides(old, new, patches, strip)
+    sides.checked = checked
     for patch, name in zip(patches, names):
         if job.progress is not None:
             job.progress(os.path.basename(patch.path))
