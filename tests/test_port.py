@@ -181,3 +181,84 @@ def test_each_check_fails_on_a_planted_bad_port():
 def test_usage_errors_exit_2(tmp_path, args):
     res = CliRunner().invoke(main, ["port", "nothing.patch", "--to", str(tmp_path), *args])
     assert res.exit_code == 2
+
+
+IMPORTS = """from __future__ import annotations
+
+import logging
+import time
+
+from eng.util import (
+    Alpha,
+    Beta,
+    delta,
+)
+
+
+def run():
+    logging.info("%s %s %s %s", Alpha, Beta, delta, time.time())
+
+
+def one():
+    return 1
+
+
+def two():
+    return 2
+"""
+
+
+def test_import_lines_merge_where_upstream_added_its_own_next_to_them(tmp_path):
+    # the patch adds `import os` and `Gamma` next to lines upstream also added to: a conflict
+    # for git merge-file, merged in isort's order here, and the result applies with git apply
+    patched = IMPORTS.replace("import logging\n", "import logging\nimport os\n").replace(
+        "    Beta,\n", "    Beta,\n    Gamma,\n"
+    )
+    patched += "\n\ndef extra():\n    return os.sep, Gamma\n"
+    new_text = IMPORTS.replace("import logging\n", "import logging\nimport pathlib\n").replace(
+        "    Beta,\n", "    Beta,\n    Carrot,\n"
+    )
+    new_text = new_text.replace("\n\ndef run():", "\n\ndef more():\n    return pathlib, Carrot\n\n\ndef run():")
+    old = _engine(tmp_path, "old", IMPORTS)
+    new = _engine(tmp_path, "new", new_text)
+    (tmp_path / "new" / "eng" / "util.py").write_text("Alpha = Beta = Carrot = Gamma = 1\ndef delta(): pass\n")
+    patch = _patch(tmp_path, IMPORTS, patched)
+    for name, body in (("ours", new_text), ("base", IMPORTS), ("theirs", patched)):
+        (tmp_path / name).write_text(body)
+    assert subprocess.run(["git", "merge-file", "-p", "ours", "base", "theirs"], cwd=tmp_path).returncode > 0
+    code, data, text = _port(tmp_path, patch, old, new, "--no-rules")
+    statuses = {h["status"] for h in data["hunks"]}
+    assert "flagged" not in statuses, [h["detail"] for h in data["hunks"]]
+    result = _git_apply(new, text, tmp_path)
+    assert "import logging\nimport os\nimport pathlib\n" in result
+    assert "    Beta,\n    Carrot,\n    Gamma,\n" in result
+
+
+def test_an_import_nothing_uses_after_the_port_is_flagged(tmp_path):
+    # the patch imports `os` for code that upstream rewrote (the call it changes is gone):
+    # that hunk is flagged, and so is the import it needed
+    uses = MOD.replace("import os\n", "import os\nimport json\n").replace(
+        "        data = helper(len(name))\n", "        data = helper(len(name))\n        json.dumps(data)\n"
+    )
+    new_text = MOD.replace("        data = helper(len(name))\n        return data\n", "        return helper(0)\n")
+    old = _engine(tmp_path, "old", MOD)
+    new = _engine(tmp_path, "new", new_text)
+    patch = _patch(tmp_path, MOD, uses)
+    code, data, text = _port(tmp_path, patch, old, new, "--no-rules")
+    assert code == 1
+    assert all(h["status"] == "flagged" for h in data["hunks"]), data
+    assert any("nothing in the ported file uses" in h["detail"] for h in data["hunks"])
+    assert "+import json" not in text
+
+
+def test_a_dotted_name_upstream_stopped_using_is_flagged():
+    from patchaudit.analysis.port_checks import vanished_usages
+
+    old = ["class A:", "    def f(self):", "        return self.sched.enabled"]
+    new = ["class A:", "    def f(self):", "        return self.sched.reporter.enabled"]
+    assert vanished_usages(["        if self.sched.enabled:"], old, new) == ["self.sched.enabled"]
+    assert vanished_usages(["        if self.sched.reporter.enabled:"], old, new) == []
+    assert (
+        vanished_usages(["        t = time.perf_counter()"], ["import time", "time.perf_counter()"], ["import time"])
+        == []
+    )
