@@ -342,7 +342,7 @@ def unused_imports(lines: list[str], added: set[str]) -> list[str]:
         return []
     bound: list[str] = []
     for node in ast.walk(tree):
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and getattr(node, "module", None) != "__future__":
             for alias in node.names:
                 at = getattr(alias, "lineno", node.lineno)
                 if 0 < at <= len(lines) and lines[at - 1].strip() in added and alias.name != "*":

@@ -362,8 +362,9 @@ def _port_hunk(sides: Sides, job: Job, patch, sec, hunk, row: HunkPort, touched,
         return
     forced = job.forced.get((patch.path, hunk.header_line))
     if forced:
-        row.checks.append(Check("rules", False, forced))
-        row.flag(f"{row.status} but {forced}", row.where)
+        name, _, reason = forced.partition("\t")
+        row.checks.append(Check(name, False, reason))
+        row.flag(f"{row.status} but {reason}", row.where)
         return
     if dest not in touched:
         touched[dest] = (before, sec)
@@ -440,7 +441,7 @@ def _unused_imports(report: PortReport, sides: Sides) -> dict[tuple[str, int], s
         idle = unused_imports(final.lines, r.added_imports) if final is not None else []
         if idle:
             out[(r.patch, r.header_line)] = (
-                "it imports " + ", ".join(f"`{n}`" for n in idle) + ", which nothing in the ported file uses"
+                "imports\tit imports " + ", ".join(f"`{n}`" for n in idle) + ", which nothing in the ported file uses"
             )
     return out
 

@@ -110,7 +110,7 @@ def _rules(report, opts, specs, settings, patches, names, old, new, job, order) 
         report.errors.append(FileError(order[0], f"the rules pass did not run: {exc}"))
         return report
     if forced:
-        job.forced = forced
+        job.forced = {**job.forced, **forced}
         again = port_patches(patches, names, old, new, job, opts.strip)
         report.hunks, report.outs = again.hunks, again.outs
     report.rules_checked = True

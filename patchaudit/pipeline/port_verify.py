@@ -42,10 +42,10 @@ def _keys(findings: list[Finding], texts: dict[str, list[str]]) -> dict[tuple[st
     return out
 
 
-def _bump(paths: list[str], engine: str, spec: str, settings: Any, strip: int | None) -> list[Finding]:
+def _bump(paths: list[str], engine: str, specs: tuple[str, str], settings: Any, strip: int | None) -> list[Finding]:
     from patchaudit.pipeline.bump import run_bump
 
-    report = run_bump(paths, engine, spec, spec, _settings(settings), strip=strip)
+    report = run_bump(paths, engine, specs[0], specs[1], _settings(settings), strip=strip)
     return list(report.findings)
 
 
@@ -71,12 +71,13 @@ def rules_pass(
             paths.append(p)
             texts[os.path.abspath(p)] = text.split("\n")
             owner[os.path.abspath(p)] = src
-        new_findings = _bump(paths, engine, specs[1], settings, strip) if paths else []
+        # OLD -> NEW: PA204 judges the calls against NEW's signatures and what changed since OLD
+        new_findings = _bump(paths, engine, specs, settings, strip) if paths else []
     old_texts: dict[str, list[str]] = {}
     for p in old_paths:
         with open(p, encoding="utf-8", errors="surrogateescape") as fh:
             old_texts[os.path.abspath(p)] = fh.read().split("\n")
-    base = _keys(_bump(old_paths, engine, specs[0], settings, strip), old_texts) if old_paths else {}
+    base = _keys(_bump(old_paths, engine, (specs[0], specs[0]), settings, strip), old_texts) if old_paths else {}
     fresh = {k: f for k, f in _keys(new_findings, texts).items() if k not in base}
     return _blame(rows, fresh, owner)
 
@@ -88,7 +89,7 @@ def _blame(rows: list[HunkPort], fresh: dict[tuple[str, str], Finding], owner: d
         src = owner.get(os.path.abspath(f.path))
         for r in rows:
             if r.patch == src and r.ported and r.status != "dropped" and text in r.added_texts:
-                out.setdefault((r.patch, r.header_line), f"{code}: {f.message}")
+                out.setdefault((r.patch, r.header_line), f"rules\t{code}: {f.message}")
     return out
 
 
