@@ -262,3 +262,15 @@ def test_a_dotted_name_upstream_stopped_using_is_flagged():
         vanished_usages(["        t = time.perf_counter()"], ["import time", "time.perf_counter()"], ["import time"])
         == []
     )
+
+
+def test_write_replaces_the_patch_with_its_port(tmp_path):
+    new_text = MOD.replace("class Loader:\n", "class Loader:\n    kind = 'file'\n")
+    old = _engine(tmp_path, "old", MOD)
+    new = _engine(tmp_path, "new", new_text)
+    patch = _patch(tmp_path, MOD, PATCHED)
+    res = CliRunner().invoke(main, ["port", patch, "--engine", "eng", "--from", old, "--to", new, "--write"])
+    assert res.exit_code == 0, res.output
+    text = open(patch).read()
+    assert "index " not in text and "diff --git a/eng/mod.py b/eng/mod.py" in text
+    assert _git_apply(new, text, tmp_path) == new_text.replace(_LINE, _LINE + "        data = data * 2\n")
