@@ -278,6 +278,9 @@ def upstream_form(
     old_set = {s for s in (_significant(t) for t in old_lines) if s}
     if all(s in old_set for s in sig):
         return None  # OLD had these lines already: nothing tells the change is upstream
+    present = {s for s, _ in new_sig}
+    if sum(s in present for s in sig) < NEAR_SHARE * len(sig):
+        return None  # too few of them are in NEW at all (the alignment below is the costly part)
     matcher = difflib.SequenceMatcher(None, sig, [s for s, _ in new_sig], autojunk=False)
     blocks = [b for b in matcher.get_matching_blocks() if b.size]
     hit = sum(b.size for b in blocks)
