@@ -95,6 +95,18 @@ def _read(src: EngineSource, path: str | None) -> Text | None:
     return Text(lines, eol or not text)
 
 
+def _top_level_defined(hunk: Hunk) -> set[str]:
+    import re
+
+    out: set[str] = set()
+    for ln in hunk.lines:
+        if ln.kind == "+":
+            m = re.match(r"(?:async def|def|class) (\w+)|(\w+)\s*[:=]", ln.text)
+            if m:
+                out.add(m.group(1) or m.group(2))
+    return out
+
+
 class Sides:
     """OLD and NEW as the patches ported so far left them (in memory)."""
 
@@ -107,6 +119,13 @@ class Sides:
         self._audit: Any = None
         #: (file, old file, text before, text after) -> the checks of a placed hunk, kept across passes
         self.checked: dict = {}
+        #: NEW file -> the top-level names the set's hunks define in it (a later hunk may define
+        #: what an earlier one uses; the end-of-port check confirms they are there)
+        self.pending: dict[str, set[str]] = {}
+        for p in patches:
+            for sec, h in p.iter_hunks():
+                path = self.path("new", sec.raw_path) or sec.path
+                self.pending.setdefault(path, set()).update(_top_level_defined(h))
 
     @staticmethod
     def _strip(src: EngineSource, raw: list[str], strip: int | None) -> tuple[int, str]:
@@ -272,7 +291,7 @@ def _attempt(sides: Sides, job: Job, row: HunkPort, sec: FileSection, hunk: Hunk
         if status in ("clean", "offset", "fuzz"):
             row.status, row.where = status, (row.path, line)
             row.detail = f"offset {off:+d}" if status == "offset" else ("fuzz" if status == "fuzz" else "")
-            in_order = _imports(hunk, old, new, line)
+            in_order = _imports(hunk, old, new, line) if status != "clean" else None
             if in_order is not None and in_order.lines != result.lines:
                 # the patch's import lines break the order NEW keeps its imports in: isort's place
                 row.status, row.detail = "merged", "import lines placed in isort order"
@@ -313,14 +332,22 @@ def _verify(sides: Sides, row: HunkPort, hunk: Hunk, opath: str, dest: str, befo
     released = (sides.released("old", opath), sides.released("new", dest)) if dest == row.path else None
     key = (dest, opath, hash(tuple(before.lines)), hash(tuple(after.lines)))
     if key not in sides.checked:  # a later pass meets the same texts again
-        sides.checked[key] = check_port(dest, before, after, sides.resolver(), released)
+        sides.checked[key] = check_port(
+            dest, before, after, sides.resolver(), released, frozenset(sides.pending.get(dest, ()))
+        )
     checks, added = sides.checked[key]
     checks = list(checks)
     row.checks, row.added_lines = checks, sorted(added)
     failed = [c for c in checks if not c.ok]
     if not failed:
         return True
-    if any(c.name == "duplicates" for c in failed):
+    dup = next((c for c in failed if c.name == "duplicates"), None)
+    if dup is not None and _own_duplicate(sides, opath, hunk):
+        dup.ok, dup.detail = True, "the patch defines it twice on the old release too: " + dup.detail
+        failed.remove(dup)
+        if not failed:
+            return True
+    if dup is not None:
         there = already_there(hunk, sides.get("old", opath), before)
         if there is not None:
             row.status, row.where = "dropped", (dest, there[1])
@@ -329,6 +356,21 @@ def _verify(sides: Sides, row: HunkPort, hunk: Hunk, opath: str, dest: str, befo
     first = next((ln for ln in sorted(added)), 1)
     row.flag(f"{row.status} but " + "; ".join(c.detail for c in failed), (dest, first))
     return False
+
+
+def _own_duplicate(sides: Sides, opath: str, hunk: Hunk) -> bool:
+    """Whether the hunk defines a name twice on OLD too (the patch's own doing: PA204's
+    override check in the rules pass judges what it does to NEW's callers)."""
+    from patchaudit.analysis.port_checks import duplicate_definitions
+    from patchaudit.pipeline.port_hunks import added_lines
+
+    old = sides.get("old", opath)
+    if old is None:
+        return False
+    status, after, _l, _o = place(old, hunk, 0)
+    if status not in ("clean", "offset"):
+        return False
+    return bool(duplicate_definitions(old.lines, after.lines, added_lines(old, after)))
 
 
 def _port_section(sides: Sides, job: Job, patch: PatchFile, sec: FileSection, rows: list[HunkPort], touched) -> None:
@@ -431,17 +473,40 @@ def _unused_imports(report: PortReport, sides: Sides) -> dict[tuple[str, int], s
     it was flagged, or upstream dropped it): flagged, as the maintainers drop them."""
     from patchaudit.analysis.port_checks import unused_imports
 
-    out: dict[tuple[str, int], str] = {}
+    out = _undefined_at_end(report, sides)
     for r in report.hunks:
         if not r.ported or r.status == "dropped" or (r.patch, r.header_line) in report.forced_seen:
             continue
-        if not r.added_imports:
+        if not r.added_imports or (r.patch, r.header_line) in out:
             continue
         final = sides.get("new", r.where[0] if r.where else r.path)
         idle = unused_imports(final.lines, r.added_imports) if final is not None else []
         if idle:
             out[(r.patch, r.header_line)] = (
                 "imports\tit imports " + ", ".join(f"`{n}`" for n in idle) + ", which nothing in the ported file uses"
+            )
+    return out
+
+
+def _undefined_at_end(report: PortReport, sides: Sides) -> dict[tuple[str, int], str]:
+    """Ported hunks whose added code reads a global the finished file does not define (a
+    name a later hunk was to define, and that hunk was flagged)."""
+    from patchaudit.analysis.port_checks import undefined_names
+
+    out: dict[tuple[str, int], str] = {}
+    for r in report.hunks:
+        dest = r.where[0] if r.where else r.path
+        if not r.ported or r.status == "dropped" or not dest.endswith(".py") or not sides.pending.get(dest):
+            continue
+        final = sides.get("new", dest)
+        if final is None:
+            continue
+        added = {i + 1 for i, t in enumerate(final.lines) if t.strip() in r.added_texts}
+        base = sides.released("new", dest)
+        gone = undefined_names(final.lines, added, base.lines if base is not None else None)
+        if gone:
+            out[(r.patch, r.header_line)] = "names\tnot defined in the ported file: " + ", ".join(
+                f"`{p.name}`" for p in gone
             )
     return out
 

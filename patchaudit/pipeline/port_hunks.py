@@ -222,6 +222,7 @@ def check_port(
     after: Text,
     resolve: Resolver,
     released: tuple[Text | None, Text | None] | None = None,
+    pending: frozenset[str] = frozenset(),
 ) -> tuple[list[Check], set[int]]:
     """The checks of a placed hunk on the file it changed: it parses, the names its added
     code uses exist (the module's own and the engine's `from X import Y`), and it defines
@@ -235,7 +236,11 @@ def check_port(
         checks.append(Check("parse", False, f"the ported file does not parse: {err.name} (line {err.line})"))
         return checks, added
     checks.append(Check("parse", True))
-    missing = [f"`{p.name}` (line {p.line})" for p in undefined_names(after.lines, added, before.lines)]
+    missing = [
+        f"`{p.name}` (line {p.line})"
+        for p in undefined_names(after.lines, added, before.lines)
+        if p.name not in pending
+    ]
     for module, level, name, line in imports_from(after.lines, added):
         if resolve(path, level, module, name) is False:
             missing.append(f"`{name}` from `{'.' * level}{module}` (line {line})")
