@@ -274,3 +274,20 @@ def test_write_replaces_the_patch_with_its_port(tmp_path):
     text = open(patch).read()
     assert "index " not in text and "diff --git a/eng/mod.py b/eng/mod.py" in text
     assert _git_apply(new, text, tmp_path) == new_text.replace(_LINE, _LINE + "        data = data * 2\n")
+
+
+def test_a_name_a_later_hunk_defines_is_not_flagged_and_its_loss_is(tmp_path):
+    # hunk 1 calls `extra()`, which hunk 2 (further down the file) defines
+    filler = "".join(f"\n\ndef f{i}():\n    return {i}\n" for i in range(4))
+    base = MOD + filler
+    uses = base.replace(_LINE, _LINE + "        extra()\n") + "\n\ndef extra():\n    return 0\n"
+    old = _engine(tmp_path, "old", base)
+    patch = _patch(tmp_path, base, uses)
+    code, data, text = _port(tmp_path, patch, old, old, "--no-rules")
+    assert code == 0 and [h["status"] for h in data["hunks"]] == ["clean", "clean"], data
+    # upstream put its own, different `f3` where hunk 2's context was: hunk 2 conflicts, and
+    # hunk 1, which needs its `extra`, is flagged at the end of the port
+    new = _engine(tmp_path, "new", base.replace("def f3():\n    return 3\n", "def f3():\n    return 33\n"))
+    code, data, text = _port(tmp_path, patch, old, new, "--no-rules")
+    assert code == 1 and all(h["status"] == "flagged" for h in data["hunks"]), data
+    assert any("`extra`" in h["detail"] for h in data["hunks"])
