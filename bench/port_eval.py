@@ -21,7 +21,8 @@ hunk of the old patch is scored against what the hand port did with its change:
   or we dropped it as upstream and the hand port did not carry it;
   "exact" also takes a port that differs from the hand port only in comment-only lines,
   blank lines and docstrings (the hand port to 0.5.15.post1 dropped or reworded many of
-  the patch's comments and docstrings); how many is printed;
+  the patch's comments and docstrings), or only in line breaks and spaces (black split a
+  long line); how many of each is printed;
 - *flagged*: we flagged it (whatever the hand port did);
 - *silently wrong*: anything else we called ported or dropped (ported but not as H has
   it, dropped while the hand port carries it, ported while the change is upstream).
@@ -86,6 +87,23 @@ def _code(lines: list[str]) -> list[str]:
         if t.strip() and not t.strip().startswith("#"):
             out.append(t)
     return out
+
+
+def _squash(lines: list[str]) -> str:
+    return "".join("".join(t.split()) for t in _code(lines))
+
+
+def _same_tokens(h_lines: list[str], hunk: list[tuple[str, str]]) -> bool:
+    """Our hunk's added code (with the code line before it) is in H once whitespace and line
+    breaks are ignored (the hand port reformatted it, e.g. black split a long line), and
+    what it removes is not."""
+    before = next((t for k, t in hunk if k == " " and _code([t])), "")
+    plus = [t for k, t in hunk if k == "+"]
+    minus = [t for k, t in hunk if k == "-"]
+    text = _squash(h_lines)
+    if not _squash(plus) or _squash([before]) + _squash(plus) not in text and _squash(plus) not in text:
+        return False
+    return not minus or _squash(minus) not in text or _squash(minus) in _squash(plus)
 
 
 def _runs_in(h_lines: list[str], hunk: list[tuple[str, str]]) -> bool:
@@ -153,7 +171,7 @@ def main() -> None:
             hand_plus.setdefault(path, set()).update(s for k, t in lines if k == "+" and (s := _sig(t)))
             hand_minus.setdefault(path, set()).update(s for k, t in lines if k == "-" and (s := _sig(t)))
     ours = list(_hunks(ported))
-    score = {"exact": 0, "flagged": 0, "wrong": 0, "unscored": 0, "comments": 0}
+    score = {"exact": 0, "flagged": 0, "wrong": 0, "unscored": 0, "comments": 0, "format": 0}
     wrong: list[str] = []
     flagged: list[str] = []
     for row, (path, lines) in zip(report["hunks"], _hunks(old_patch)):
@@ -198,6 +216,9 @@ def main() -> None:
             ok = strict or (bool(mine) and _runs_in(_code(h_lines), [(k, t) for k, t in mine[0] if t in code]))
             if ok and not strict:
                 score["comments"] += 1
+            if not ok and mine and _same_tokens(h_lines, mine[0]):
+                ok = True
+                score["format"] += 1
         if ok:
             score["exact"] += 1
         else:
@@ -207,7 +228,10 @@ def main() -> None:
             )
     scored = score["exact"] + score["flagged"] + score["wrong"]
     pct = {k: round(100 * v / scored, 1) for k, v in score.items() if k != "unscored"} if scored else {}
-    print(f"  (of the exact: {score['comments']} differ from the hand port only in comments, docstrings or blank lines)")
+    print(
+        f"  (of the exact: {score['comments']} differ from the hand port only in comments, docstrings or blank"
+        f" lines, {score['format']} only in line breaks and spaces)"
+    )
     print(f"{old_v} -> {new_v}: {len(report['hunks'])} hunks, {scored} scored, {score['unscored']} unscored")
     print(
         f"  exact {score['exact']} ({pct.get('exact')}%), flagged {score['flagged']} ({pct.get('flagged')}%), "
