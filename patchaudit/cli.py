@@ -17,6 +17,7 @@ COMMANDS = {
     "check": ("patchaudit.commands.check", "check"),
     "bump": ("patchaudit.commands.bump", "bump"),
     "plan": ("patchaudit.commands.plan", "plan"),
+    "port": ("patchaudit.commands.port", "port"),
     "inventory": ("patchaudit.commands.inventory", "inventory"),
     "tokens": ("patchaudit.commands.tokens", "tokens"),
     "rules": ("patchaudit.commands.rules", "rules_cmd"),
