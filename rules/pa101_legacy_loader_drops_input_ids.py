@@ -96,6 +96,7 @@ class LegacyLoaderDropsInputIds(Rule):
     """
 
     code = "PA101"
+    roles = frozenset({"port-check"})
     name = "legacy-loader-drops-input-ids"
     severity = Severity.ERROR
     kinds = frozenset({PYTHON})

@@ -26,7 +26,7 @@ from patchaudit.analysis.gate import (
     called_names,
     facts,
     functions,
-    literal_runs,
+    literal_part,
     per_options,
     quick_text,
     string_lists,
@@ -172,11 +172,6 @@ def engine_of(key: str, media: str, callee: str | None, o: dict[str, Any]) -> st
     if key in o["request-ids-keys"] and media in o["request-media-keys"]:
         return f"the {SGLANG} engine"
     return f"the engine behind `{last or callee}()`"
-
-
-def literal_part(pattern: str) -> str:
-    """The longest run of literal characters of an fnmatch pattern ("" when it has none)."""
-    return max(literal_runs(pattern), key=len, default="")
 
 
 class _Spec(FlowSpec):
@@ -439,6 +434,7 @@ class ExpandedIdsAsRolloutTokens(Rule):
     """
 
     code = "PA102"
+    roles = frozenset({"port-check"})
     name = "expanded-ids-as-rollout-tokens"
     severity = Severity.ERROR
     kinds = frozenset({PYTHON})
@@ -502,7 +498,7 @@ class ExpandedIdsAsRolloutTokens(Rule):
         if not any(f in text for f in o["ids-fields"]):
             return False
         names = o["processor-names"]
-        frags = [max(literal_runs(p), key=len, default="") for p in names]
+        frags = [literal_part(p) for p in names]
         if "" in frags:
             return True
         return any(

@@ -10,6 +10,7 @@ from patchaudit.analysis.gate import (
     call_receivers,
     called_names,
     facts,
+    literal_part,
     literal_runs,
     per_options,
     quick_text,
@@ -248,6 +249,7 @@ class DecodeRetokenize(Rule):
     """
 
     code = "PA103"
+    roles = frozenset({"port-check"})
     name = "decode-retokenize"
     severity = Severity.ERROR
     kinds = frozenset({PYTHON})
@@ -815,7 +817,7 @@ class DecodeRetokenize(Rule):
         receivers = call_receivers(text, o["encode-methods"])
         if UNKNOWN in receivers or any(r is not None and matches(r, tok) for r in receivers):
             return True
-        frags = [max(literal_runs(t), key=len, default="") for t in tok]
+        frags = [literal_part(t) for t in tok]
         if "" in frags:
             return True  # a tokenizer named by a pure pattern: every call may be one
         return any(matches(n, tok) and not matches(n, VERB_NAMES) for n in called_names(text, frags))
@@ -855,7 +857,7 @@ class DecodeRetokenize(Rule):
             if not last or any(ch in last for ch in "*?["):
                 return ()  # an engine call named by a pattern: no word to ask for
             names.append(last)
-        parts = sorted({max(literal_runs(t), key=len, default="") for t in toks})
+        parts = sorted({literal_part(t) for t in toks})
         if "" in parts:
             return ()  # a tokenizer named by a pure pattern: no word to ask for
         words = ["apply_chat_template"] + _minimal(parts)

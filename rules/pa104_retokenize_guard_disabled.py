@@ -114,6 +114,7 @@ class RetokenizeGuardDisabled(Rule):
     """
 
     code = "PA104"
+    roles = frozenset({"port-check"})
     name = "retokenize-guard-disabled"
     severity = Severity.ERROR
     kinds = frozenset({PYTHON, TEXT})

@@ -205,6 +205,7 @@ class PlaceholderNotAtomic(Rule):
     """
 
     code = "PA105"
+    roles = frozenset({"port-check"})
     name = "placeholder-not-atomic"
     severity = Severity.ERROR
     kinds = frozenset({PYTHON, TEXT})

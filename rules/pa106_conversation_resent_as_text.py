@@ -4,7 +4,7 @@ import re
 from typing import Any
 
 from patchaudit.analysis.dataflow import FlowSpec, Positions, analyse, matches
-from patchaudit.analysis.gate import facts, literal_runs, some_word_may_match, string_lists
+from patchaudit.analysis.gate import facts, literal_part, some_word_may_match, string_lists
 from patchaudit.analysis.multiturn_spec import DEFAULTS, ENGINE_IDS, PIECE_IDS, ResendSpec, parse_layout, resends
 from patchaudit.analysis.turn_syntax import calls_containing, calls_one_of, field_of
 from patchaudit.inputs import pyast
@@ -122,6 +122,7 @@ class ConversationResentAsText(Rule):
     """
 
     code = "PA106"
+    roles = frozenset({"port-check"})
     name = "conversation-resent-as-text"
     severity = Severity.ERROR
     kinds = frozenset({PYTHON})
@@ -375,7 +376,7 @@ class ConversationResentAsText(Rule):
         a tokenizer or a piece helper (`tokenizer(`, `get_token_delta(`)."""
         if field_of(text, o["engine-ids-fields"]) or calls_one_of(text, o["encode-methods"]):
             return True
-        runs = [max(literal_runs(p), key=len, default="") for p in (*o["tokenizer-names"], *o["piece-calls"])]
+        runs = [literal_part(p) for p in (*o["tokenizer-names"], *o["piece-calls"])]
         return "" in runs or calls_containing(text, runs)
 
     @staticmethod

@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from patchaudit.analysis.dataflow import Positions, analyse, matches
-from patchaudit.analysis.gate import facts, literal_runs, some_word_may_match, string_lists
+from patchaudit.analysis.gate import facts, literal_part, some_word_may_match, string_lists
 from patchaudit.analysis.resume_spec import DEFAULTS, ResumeSpec, drops
 from patchaudit.analysis.turn_syntax import field_of, layout
 from patchaudit.inputs import pyast
@@ -102,6 +102,7 @@ class ResumeDropsPartialResponse(Rule):
     """
 
     code = "PA107"
+    roles = frozenset({"port-check"})
     name = "resume-drops-partial-response"
     severity = Severity.ERROR
     kinds = frozenset({PYTHON})
@@ -274,7 +275,7 @@ class ResumeDropsPartialResponse(Rule):
             return False
         if not field_of(text, o["held-fields"]) and not any(a in text for a in o["append-calls"]):
             return False
-        runs = [max(literal_runs(n), key=len, default="") for n in o["sample-names"]]
+        runs = [literal_part(n) for n in o["sample-names"]]
         if "" not in runs and not any(r in text for r in runs):
             return False
         return cls.can_fire(text, o)

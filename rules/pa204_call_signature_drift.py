@@ -152,6 +152,7 @@ class CallSignatureDrift(Rule):
     """
 
     code = "PA204"
+    roles = frozenset({"port-check"})
     name = "call-signature-drift"
     severity = Severity.ERROR
     kinds = frozenset({PYTHON})

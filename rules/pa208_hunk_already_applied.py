@@ -50,7 +50,7 @@ class HunkAlreadyApplied(Rule):
     """
 
     code = "PA208"
-    roles = frozenset({"hunk-status"})
+    roles = frozenset({"hunk-status", "already-applied"})
     name = "hunk-already-applied"
     severity = Severity.INFO
     kinds = frozenset({PATCH})

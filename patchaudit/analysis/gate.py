@@ -43,6 +43,11 @@ def literal_runs(pattern: str) -> list[str]:
     return [r for r in re.split(r"[*?]", plain) if r]
 
 
+def literal_part(pattern: str) -> str:
+    """The longest run of literal characters of an fnmatch pattern ("" when it has none)."""
+    return max(literal_runs(pattern), key=len, default="")
+
+
 class Call:
     __slots__ = ("name", "receiver", "dotted")
 

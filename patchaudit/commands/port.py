@@ -29,7 +29,11 @@ __all__ = ["port"]
 @click.option("--write", is_flag=True, help="Replace each patch by its port (atomically).")
 @click.option("--format", "--output-format", "fmt", type=click.Choice(["text", "markdown", "json"]), default="text")
 @click.option("--output", type=click.Path(dir_okay=False), help="Write the report to FILE.")
-@click.option("--no-rules", is_flag=True, help="Skip the rules pass (PA204, PA101-PA107) over the ported set.")
+@click.option(
+    "--no-rules",
+    is_flag=True,
+    help="Skip the rules pass (the call-signature and token-in/token-out rules) over the ported set.",
+)
 @click.option("--config", type=click.Path(exists=True, dir_okay=False), help="A pyproject.toml to read.")
 def port(paths, engine, old, new, out_dir, write, fmt, output, no_rules, config) -> None:
     """Carry the patch set PATHS (with the recipes that apply it) from the engine release

@@ -198,7 +198,8 @@ class Rule(_VisitorBase):  # type: ignore[misc,valid-type]
     #: refused), "hunk-status" (how a hunk applies: the bump report folds the "changed-upstream"
     #: findings of the same hunk under it), "changed-upstream", "hunk-failed" (bump says where
     #: the code of a hunk that does not apply moved), "monkeypatch-target" (its options say which
-    #: runtime patches bump lists)
+    #: runtime patches bump lists), "port-check" (`patchaudit port` runs it on every ported
+    #: file), "already-applied" (how a hunk already in the engine is found)
     roles: ClassVar[frozenset[str]] = frozenset()
     VALID: ClassVar[list[Example]] = []
     INVALID: ClassVar[list[Example]] = []

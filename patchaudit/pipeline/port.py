@@ -30,6 +30,7 @@ from patchaudit.pipeline.port_hunks import (
     already_there,
     check_port,
     conflict_region,
+    exactly,
     merge3,
     module_defines,
     place,
@@ -297,7 +298,7 @@ def _attempt(sides: Sides, job: Job, row: HunkPort, sec: FileSection, hunk: Hunk
                 row.status, row.detail = "merged", "import lines placed in isort order"
                 return row.path, in_order
             return row.path, result
-        there = ("exactly (PA208)", line) if status == "already-applied" else already_there(hunk, old, new)
+        there = (exactly(), line) if status == "already-applied" else already_there(hunk, old, new)
         if there is not None:
             row.status, row.where = "dropped", (row.path, there[1])
             row.detail = f"upstream has it at {row.path}:{there[1]} ({there[0]})"

@@ -196,9 +196,17 @@ def added_lines(before: Text, after: Text) -> set[int]:
     return set(range(lo + 1, ha + 1))
 
 
+def exactly() -> str:
+    """How a report names a hunk whose post-image the new release holds: as the rule
+    whose role is "already-applied" (PA208) finds it."""
+    from patchaudit.config.registry import codes_with_role
+
+    return f"exactly ({'/'.join(codes_with_role('already-applied'))})"
+
+
 def already_there(hunk: Hunk, old: Text | None, new: Text) -> tuple[str, int] | None:
     """(how, line) when the new file already holds the hunk's change, exactly (its post-image:
-    PA208) or in another form."""
+    the rule whose role is "already-applied") or in another form."""
     add = [ln.text for ln in hunk.lines if ln.kind == "+"]
     rem = [ln.text for ln in hunk.lines if ln.kind == "-"]
     post = [ln.text for ln in hunk.lines if ln.kind != "-"]
@@ -206,7 +214,7 @@ def already_there(hunk: Hunk, old: Text | None, new: Text) -> tuple[str, int] | 
         n = len(post)
         for i in range(0, len(new.lines) - n + 1):
             if new.lines[i : i + n] == post:
-                return "exactly (PA208)", i + 1
+                return exactly(), i + 1
     if old is not None and add:
         return upstream_form(add, rem, old.lines, new.lines)
     return None

@@ -22,7 +22,7 @@ class PortOptions:
     new: str
     old: str | None = None
     strip: int | None = None
-    rules: bool = True  # the rules pass (PA204, PA101-PA107)
+    rules: bool = True  # the rules pass (the rules whose role is "port-check")
     progress: Callable[[str], None] | None = None
     repo: str | None = None  # the engine's repository, for a bare revision or the recipe's version
     resolve: Callable[[str, str | None], str] = field(default=lambda spec, repo: spec)
@@ -92,10 +92,10 @@ def run_port(opts: PortOptions, settings: Any) -> tuple[PortReport, list[str]]:
 
 def _rules(report, opts, specs, settings, patches, names, old, new, job, order) -> PortReport:
     from patchaudit.pipeline.bump import BumpError
-    from patchaudit.pipeline.port_verify import rules_pass
+    from patchaudit.pipeline.port_verify import port_check_codes, rules_pass
 
     if opts.progress is not None:
-        opts.progress("rules pass (PA204, PA101-PA107)")
+        opts.progress(f"rules pass ({', '.join(port_check_codes())})")
     try:
         forced = rules_pass(
             report.hunks,

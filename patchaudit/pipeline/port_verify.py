@@ -17,15 +17,21 @@ from typing import Any
 from patchaudit.model.findings import Finding
 from patchaudit.pipeline.port_hunks import HunkPort
 
-#: the rules the pass runs: the call-signature check and the token-in/token-out family
-CODES = ["PA101", "PA102", "PA103", "PA104", "PA105", "PA106", "PA107", "PA204"]
+
+def port_check_codes() -> list[str]:
+    """The rules the pass runs: those whose role is "port-check" (`Rule.roles`): the
+    call-signature check and the token-in/token-out family."""
+    from patchaudit.config.registry import codes_with_role
+
+    return list(codes_with_role("port-check"))
 
 
 def _settings(settings: Any) -> Any:
+    codes = port_check_codes()
     s = copy.copy(settings)
-    s.select = list(CODES)
+    s.select = list(codes)
     s.extend_select = []
-    s.ignore = [c for c in getattr(settings, "ignore", []) or [] if c not in CODES]
+    s.ignore = [c for c in getattr(settings, "ignore", []) or [] if c not in codes]
     return s
 
 
@@ -58,7 +64,7 @@ def rules_pass(
     settings: Any,
     strip: int | None,
 ) -> dict[tuple[str, int], str]:
-    """(patch, @@ line) -> the reason, for every ported hunk a rule of CODES finds fault
+    """(patch, @@ line) -> the reason, for every ported hunk a rule of `port_check_codes()` finds fault
     with that it did not on the old release.  `outs`: (input patch, ported text)."""
     texts: dict[str, list[str]] = {}
     owner: dict[str, str] = {}
@@ -93,4 +99,4 @@ def _blame(rows: list[HunkPort], fresh: dict[tuple[str, str], Finding], owner: d
     return out
 
 
-__all__ = ["CODES", "rules_pass"]
+__all__ = ["port_check_codes", "rules_pass"]

@@ -50,7 +50,7 @@ def render_text(report: Any) -> str:
         if o.rejects:
             out.append(f"{o.name}: {sum(1 for r in o.rejects if r.startswith('# '))} conflict(s) in {o.name}.rej")
     if not report.rules_checked:
-        out.append("note: the rules pass (PA204, PA101-PA107) did not run")
+        out.append("note: the rules pass (the call-signature and token-in/token-out rules) did not run")
     out.append(_summary(report))
     return "\n".join(safe(line) for line in out) + "\n"
 
