@@ -457,13 +457,15 @@ def test_own_configuration_file_errors_name_it_without_the_pyproject_table(tree)
     res = run(tree, ["check", "--no-cache", "."])
     assert res.exit_code == 2 and "patchaudit.toml: unknown key 'selct'" in res.stderr
     assert "[tool.patchaudit]" not in res.stderr
-    # a nearer folder's file wins over a farther one's
+    # the run's configuration is the project root's, never a nested one the paths name
+    # (SECURITY.md R4); run from inside the sub-project, its own file is the root's
     (tree / "patchaudit.toml").write_text('select = ["PA104"]\n')
     sub = tree / "sub"
     sub.mkdir()
     (sub / "a.py").write_text(CALL)
     (sub / ".patchaudit.toml").write_text('select = ["PA101"]\n')
-    assert [f["code"] for f in json.loads(run(tree, ["check", "--no-cache", "--format", "json", "sub"]).stdout)] == \
+    assert json.loads(run(tree, ["check", "--no-cache", "--format", "json", "sub"]).stdout) == []
+    assert [f["code"] for f in json.loads(run(sub, ["check", "--no-cache", "--format", "json", "."]).stdout)] == \
         ["PA101"]
 
 
