@@ -18,9 +18,16 @@ from typing import Any
 import click
 
 from patchaudit.commands.fixopts import fix_options, run_fixes, wants_fixes
-from patchaudit.commands.options import parse_engine_option
+from patchaudit.commands.options import engine_resolve_options, parse_engine_option
 from patchaudit.config.local_rules import activate as activate_local_rules
-from patchaudit.config.settings import ConfigError, Settings, apply_cache_options, find_pyproject, load_pyproject
+from patchaudit.config.settings import (
+    ConfigError,
+    Settings,
+    apply_cache_options,
+    apply_engine_options,
+    find_pyproject,
+    load_pyproject,
+)
 from patchaudit.model.escape import safe
 from patchaudit.reporters import available_formats, render, render_statistics
 from patchaudit.reporters.progress import FileProgress
@@ -293,6 +300,7 @@ def _report(result, paths: list[str], opts: dict[str, Any]) -> None:
     help="Record today's findings in FILE (accepting them: exit 0).",
 )
 @fix_options  # --fix, --unsafe-fixes, --diff (commands/fixopts.py)
+@engine_resolve_options  # --engine-dir, --offline (engines found by version: engine/resolve.py)
 def check(paths, **opts) -> None:
     """Check patches, Python and other text files under PATHS (default: .; `-`: standard input)."""
     from patchaudit.inputs.diffbase import DiffBaseError
@@ -318,6 +326,7 @@ def check(paths, **opts) -> None:
             opts["cache_dir"],
         )
         _file_options(settings, opts)
+        apply_engine_options(settings, opts["engine_dirs"], opts["offline"])
         result = _run(paths, settings, opts, stdin)
         # --fix / --diff / --unsafe-fixes (commands/fixopts.py): --diff ends the run here
         if wants_fixes(opts, stdin):
