@@ -143,9 +143,8 @@ def _resolve(name: str, version: str, dirs: tuple[str, ...], offline: bool, note
     if got is not None:
         return got
     if offline:
-        notes.append(
-            f"{name} {version}: not in engine-dirs, installed or cached, and offline: {how_to_give(name, version)}"
-        )
+        where = "not in engine-dirs, not installed, not in the cache, and offline (nothing downloaded)"
+        notes.append(f"{name} {version}: {where}: {how_to_give(name, version)}")
         return None
     return _download(name, version, notes)
 

@@ -58,14 +58,18 @@ def pin_of(a: Assignment) -> str | None:
 
 
 def engine_pins(plan: Plan, root: str) -> dict[str, dict[str, EnginePin]]:
-    """engine -> version -> where it is pinned, with its patches in the order applied."""
+    """engine -> recipe (relative to `root`) -> the version it pins (the first, when it pins
+    several), where, and the patches it applies to that engine in the order applied."""
     out: dict[str, dict[str, EnginePin]] = {}
     order = {p: i for i, p in enumerate(p for s in plan.sets for p in s.paths)}
     for path, a in sorted(plan.assigned.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])):
         pin = pin_of(a) if a.engine else None
-        if a.engine is None or pin is None:
+        if a.engine is None or pin is None or a.recipe is None:
             continue
-        got = out.setdefault(a.engine, {}).setdefault(pin, EnginePin(pin, f"{a.recipe}:{a.line}"))
+        recipe = os.path.relpath(os.path.abspath(a.recipe), root)
+        got = out.setdefault(a.engine, {}).setdefault(recipe, EnginePin(pin, f"{recipe}:{a.line}"))
+        if got.version != pin:
+            continue
         folder = os.path.relpath(os.path.dirname(path), root)
         if folder not in got.folders:
             got.folders.append(folder)
@@ -139,11 +143,13 @@ def extract_at(wt: Any, ref: str, into: str, max_size: int) -> str:
     return commit
 
 
-def _one(pins: dict[str, EnginePin], engine: str, when: str) -> EnginePin:
-    if len(pins) == 1:
-        return next(iter(pins.values()))
-    shown = ", ".join(f"{p.version} ({p.where})" for p in pins.values())
-    raise PlanBumpError(f"{engine} is pinned at several versions {when}: {shown}; give --from and --to")
+def _one(pins: list[EnginePin], engine: str, when: str) -> EnginePin:
+    """The one version the recipes pin for `engine` (several recipes may agree)."""
+    versions = {p.version for p in pins}
+    if len(versions) == 1:
+        return pins[0]
+    shown = ", ".join(f"{p.version} ({p.where})" for p in pins)
+    raise PlanBumpError(f"{engine} is pinned at several versions {when}: {shown}; give --engine, --from and --to")
 
 
 def resolve_revision(spec: str, repo: str | None) -> str:
@@ -183,18 +189,24 @@ def engine_spec(engine: str, spec: str, repo: str | None, settings: Any, notes: 
 
 
 def _changed(engine: str | None, base: dict, now: dict, ref: str) -> tuple[str, EnginePin, EnginePin]:
-    """The engine whose pin moved between REF and now, with both pins."""
+    """The engine whose pin moved between REF and now (a recipe of both that pins another
+    version now), with both pins."""
     names = [engine] if engine else sorted(set(base) & set(now))
-    moved = [n for n in names if n in base and n in now and set(base[n]) != set(now[n])]
+    moved: dict[str, list[tuple[EnginePin, EnginePin]]] = {}
+    for n in names:
+        for recipe, pin in now.get(n, {}).items():
+            was = base.get(n, {}).get(recipe)
+            if was is not None and was.version != pin.version:
+                moved.setdefault(n, []).append((was, pin))
     if not moved:
         if engine and (engine not in base or engine not in now):
             where = "at " + ref if engine not in base else "in the work tree"
             raise PlanBumpError(f"no recipe pins a version of {engine} {where}; give --from and --to")
         raise NoBump(f"no engine pin changed since {ref}: nothing to bump")
     if len(moved) > 1:
-        raise PlanBumpError(f"several engine pins changed since {ref} ({', '.join(moved)}): give --engine NAME")
-    n = moved[0]
-    return n, _one(base[n], n, f"at {ref}"), _one(now[n], n, "in the work tree")
+        raise PlanBumpError(f"several engine pins changed since {ref} ({', '.join(sorted(moved))}): give --engine NAME")
+    n, pairs = next(iter(moved.items()))
+    return n, _one([a for a, _ in pairs], n, f"at {ref}"), _one([b for _, b in pairs], n, "in the work tree")
 
 
 class NoBump(Exception):
@@ -246,7 +258,7 @@ def plan_bump(
             shown = ", ".join(sorted(now)) or "none"
             raise PlanBumpError(f"give --engine NAME and --from OLD (engines the recipes pin: {shown})")
         name = pinned[0]
-        new_pin = old_pin = _one(now[name], name, "in the work tree")
+        new_pin = old_pin = _one(list(now[name].values()), name, "in the work tree")
         if new is None:
             raise PlanBumpError("give --to NEW (or --diff-base REF)")
     old_spec = engine_spec(name, old or old_pin.version, repo, settings, notes, "--from")
