@@ -138,3 +138,22 @@ def test_nothing_moved_is_no_bump_and_a_bad_ref_is_an_error(project):
     for ref in ("--output=x", "no-such-ref"):
         bad = _run("--diff-base", ref)
         assert bad.exit_code == 2 and "--diff-base" in bad.stderr
+
+
+def test_bare_versions_in_the_explicit_form_are_found_by_version(project):
+    root, repo, wheels, old, new = project
+    pair = "docker/patch/0.1.0/sglang.patch", "docker/patch/0.1.0/sglang-scheduler.patch"
+    bare = _run(*pair, "--engine", "sglang", "--from", "0.1.0", "--to", "0.2.0", "--engine-dir", str(wheels),
+                "--offline", "--format", "json")
+    want = _run(*pair, "--engine", "sglang", "--from", str(old), "--to", str(new), "--format", "json")
+    assert _report(bare) == _report(want)
+    missing = _run(*pair, "--engine", "sglang", "--from", "0.1.0", "--to", "0.3.0", "--engine-dir", str(wheels),
+                   "--offline")
+    assert missing.exit_code == 2 and "--to: sglang 0.3.0: not in engine-dirs" in missing.stderr
+
+
+def test_pip_is_killed_past_its_timeout(tmp_path):
+    from patchaudit.inputs.gitrun import ProgramError, run_pip
+
+    with pytest.raises(ProgramError, match="did not finish in"):
+        run_pip(["download", "--no-deps", "-d", str(tmp_path), "sglang==0.1.0"], cwd=str(tmp_path), timeout=0.01)

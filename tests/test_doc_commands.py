@@ -143,6 +143,17 @@ def test_the_docs_have_shell_blocks_and_every_skip_says_why():
         assert why is None or len(why) > 10, f"{doc}:{line}: a skip needs its reason"
 
 
+def test_no_doc_names_a_tag_of_this_repository_that_a_clone_lacks():
+    """`rev: v0.1.0` (pre-commit), `<org>/patchaudit@v0.1.0` (the Action, pip): each tag
+    named must exist (`git tag`); until a release is tagged, a commit sha is named."""
+    tags = set(git.Repo(REPO).git.tag().split())
+    for doc in DOCS:
+        text = doc.read_text(encoding="utf-8")
+        for m in re.finditer(r"(?:^\s*rev:\s*|patchaudit@)(?P<tag>[^\s\"'<>#]+)", text, re.M):
+            line = text.count("\n", 0, m.start()) + 1
+            assert m.group("tag") in tags, f"{doc.name}:{line}: tag {m.group('tag')!r} does not exist in a clone"
+
+
 @pytest.mark.parametrize(("doc", "line", "body", "why"), ALL, ids=[f"{d}:{n}" for d, n, _, _ in ALL])
 def test_the_command_works_as_pasted(clone, doc, line, body, why):
     if why:

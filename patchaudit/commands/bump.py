@@ -93,7 +93,7 @@ def bump(
 
     if fmt not in ("text", "json", "markdown") and fmt not in available_formats():
         raise click.UsageError(f"format {fmt!r} is not available in this build")
-    from patchaudit.pipeline.bump_plan import NoBump, PlanBumpError, plan_bump
+    from patchaudit.pipeline.bump_plan import BumpTarget, NoBump, PlanBumpError, engine_spec, plan_bump
 
     name, strip, repo = parse_engine_name(engine) if engine else (None, None, None)
     try:
@@ -103,15 +103,18 @@ def bump(
             repo = next((e.source for e in settings.engines if e.name == name), None)
         if name is None or old is None or new is None or not paths or diff_base:
             target = plan_bump(list(paths), name, old, new, diff_base, settings, repo)
-            for note in target.notes:
-                click.echo(safe(f"patchaudit: {note}"), err=True)
-            name, old, new, paths = target.engine, target.old_spec, target.new_spec, tuple(target.paths)
-            repo = repo or next((e.source for e in settings.engines if e.name == name), None)
+        else:  # all given: a bare version (`--from 0.5.12.post1`) is found by version
+            notes: list[str] = []
+            from_spec = engine_spec(name, old, repo, settings, notes, "--from")
+            target = BumpTarget(
+                name, from_spec, engine_spec(name, new, repo, settings, notes, "--to"), list(paths), notes
+            )
+        for note in target.notes:
+            click.echo(safe(f"patchaudit: {note}"), err=True)
+        name = target.engine
         if strip is None:
             strip = next((e.strip for e in settings.engines if e.name == name), None)
-        report = run_bump(
-            list(paths), name, resolve_revision(old, repo), resolve_revision(new, repo), settings, strip=strip
-        )
+        report = run_bump(target.paths, name, target.old_spec, target.new_spec, settings, strip=strip)
     except NoBump as exc:
         click.echo(safe(f"patchaudit: {exc}"), err=True)
         sys.exit(0)

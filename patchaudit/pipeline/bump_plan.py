@@ -261,6 +261,7 @@ def plan_bump(
         new_pin = old_pin = _one(list(now[name].values()), name, "in the work tree")
         if new is None:
             raise PlanBumpError("give --to NEW (or --diff-base REF)")
+    repo = repo or next((e.source for e in getattr(settings, "engines", ()) if e.name == name), None)
     old_spec = engine_spec(name, old or old_pin.version, repo, settings, notes, "--from")
     new_spec = engine_spec(name, new or new_pin.version, repo, settings, notes, "--to")
     patches = list(paths) or [os.path.relpath(p) for p in new_pin.patches]
