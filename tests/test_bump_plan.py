@@ -106,6 +106,7 @@ def test_engine_dirs_of_the_configuration_and_a_download_with_pip(project, monke
     cache = root.parent / "xdg" / "patchaudit" / "engines" / "sglang"
     assert _report(res)["from"]["label"] == old.name
     assert f"--from sglang 0.1.0 (downloaded: {cache / '0.1.0' / old.name})" in res.stderr
+    assert "patchaudit: downloading sglang==0.1.0 with pip" in res.stderr
     assert (cache / "0.1.0" / old.name).read_bytes() == old.read_bytes()
 
 

@@ -33,7 +33,8 @@ def _isolated(tmp_path, monkeypatch):
 
 
 def _settings(**kw) -> Settings:
-    return Settings(cache=False, **kw)
+    """`engine-packages` names the fake engine: a known engine, so it may be downloaded."""
+    return Settings(cache=False, engine_packages=["fakeengine"], **kw)
 
 
 def test_a_wheel_in_engine_dirs_wins_over_an_sdist_and_versions_compare_as_pep_440(tmp_path):
@@ -193,3 +194,17 @@ def test_the_summary_line_names_each_engine_its_version_and_origin():
         }
     )
     assert line == "engines: sglang 0.5 (engine-dirs: /w/s.whl), vllm 0.11.0 (cache: /c/vllm.whl)"
+
+
+def test_a_name_that_is_no_known_engine_is_never_downloaded(tmp_path, monkeypatch):
+    index = tmp_path / "index"
+    build_wheel(index, "fakeengine", "1.0", FILES)
+    monkeypatch.setenv("PIP_FIND_LINKS", str(index))
+    told: list[str] = []
+    notes: list[str] = []
+    assert resolve_engine("fakeengine", "1.0", Settings(cache=False), notes, told.append) is None
+    assert "not a known engine" in notes[0] and told == []
+    # named in engine-packages: downloaded, and the caller is told before pip starts
+    got = resolve_engine("fakeengine", "1.0", _settings(), None, told.append)
+    assert got is not None and got.origin == "downloaded"
+    assert told == ["downloading fakeengine==1.0 with pip (--offline: never)"]

@@ -27,6 +27,11 @@ def _settings(paths, config, select, ignore, extend_select, tokenizer) -> Settin
     return settings
 
 
+def _tell(message: str) -> None:
+    """What the run does that takes time (a download), on stderr."""
+    click.echo(safe(f"patchaudit: {message}"), err=True)
+
+
 @click.command("bump")
 @click.argument("paths", nargs=-1, type=click.Path())
 @click.option(
@@ -102,13 +107,12 @@ def bump(
         if repo is None and name is not None:
             repo = next((e.source for e in settings.engines if e.name == name), None)
         if name is None or old is None or new is None or not paths or diff_base:
-            target = plan_bump(list(paths), name, old, new, diff_base, settings, repo)
+            target = plan_bump(list(paths), name, old, new, diff_base, settings, repo, _tell)
         else:  # all given: a bare version (`--from 0.5.12.post1`) is found by version
             notes: list[str] = []
-            from_spec = engine_spec(name, old, repo, settings, notes, "--from")
-            target = BumpTarget(
-                name, from_spec, engine_spec(name, new, repo, settings, notes, "--to"), list(paths), notes
-            )
+            from_spec = engine_spec(name, old, repo, settings, notes, "--from", _tell)
+            to_spec = engine_spec(name, new, repo, settings, notes, "--to", _tell)
+            target = BumpTarget(name, from_spec, to_spec, list(paths), notes)
         for note in target.notes:
             click.echo(safe(f"patchaudit: {note}"), err=True)
         name = target.engine

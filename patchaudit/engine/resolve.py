@@ -33,7 +33,7 @@ import re
 import shutil
 import tempfile
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from patchaudit.engine.versions import Version
 
@@ -41,6 +41,11 @@ from patchaudit.engine.versions import Version
 ORIGINS = ("engine-dirs", "installed", "cache", "downloaded")
 #: engine name (as the plan names it) -> the distribution on the package index
 DISTRIBUTIONS = {"megatron": "megatron-core"}
+#: the engines that may be downloaded (normalized names), besides `engine-packages`
+KNOWN_ENGINES = frozenset(
+    {"sglang", "vllm", "megatron", "megatron-core", "transformers", "trl", "deepspeed", "transformer-engine"}
+    | {"flash-attn", "deepgemm", "deepep", "apex"}
+)
 #: seconds `pip download` may take (a wheel of a few hundred MB on a slow link)
 DOWNLOAD_TIMEOUT = 900.0
 #: PEP 508 distribution names; nothing else reaches pip
@@ -72,17 +77,27 @@ def clear() -> None:
     _MEMO.clear()
 
 
-def resolve_engine(name: str, version: str, settings: Any, notes: list[str] | None = None) -> ResolvedEngine | None:
+def resolve_engine(
+    name: str,
+    version: str,
+    settings: Any,
+    notes: list[str] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> ResolvedEngine | None:
     """The engine `name` at `version` (a PEP 440 version, or a git revision), found as the
     module docstring says; None when it cannot be had, with one note appended to `notes`
-    naming the engine and how to give it (each answer is kept for the process)."""
+    naming the engine and how to give it (each answer is kept for the process).
+    `progress` is told before pip starts (a download may take minutes).  Only a known
+    engine (`KNOWN_ENGINES`, the configuration's `engine-packages`) is downloaded: a
+    name a recipe's folder happens to have is looked for here, never fetched."""
     dirs = tuple(getattr(settings, "engine_dirs", None) or ())
     offline = is_offline(settings)
-    key = (name, version, dirs, offline)
+    known = KNOWN_ENGINES | {_norm(p) for p in getattr(settings, "engine_packages", None) or ()}
+    key = (name, version, dirs, offline, _norm(name) in known)
     if key not in _MEMO:
         said: list[str] = []
         try:
-            got = _resolve(name, version, dirs, offline, said)
+            got = _resolve(name, version, dirs, (offline, _norm(name) in known, progress), said)
         except OSError as exc:  # a folder that vanished, a full disk: said, never a traceback
             said.append(f"{name} {version}: {exc}; {how_to_give(name, version)}")
             got = None
@@ -126,7 +141,9 @@ def is_git_revision(version: str) -> bool:
     return bool(_HEX.fullmatch(version or "")) or Version.parse(version) is None
 
 
-def _resolve(name: str, version: str, dirs: tuple[str, ...], offline: bool, notes: list[str]) -> ResolvedEngine | None:
+def _resolve(name: str, version: str, dirs: tuple[str, ...], how: tuple, notes: list[str]) -> ResolvedEngine | None:
+    """`how`: (offline, a known engine, the progress callback)."""
+    offline, known, progress = how
     if not isinstance(name, str) or not _NAME.fullmatch(name):
         notes.append(f"engine name {name!r} is not a distribution name: not looked for")
         return None
@@ -146,6 +163,14 @@ def _resolve(name: str, version: str, dirs: tuple[str, ...], offline: bool, note
         where = "not in engine-dirs, not installed, not in the cache, and offline (nothing downloaded)"
         notes.append(f"{name} {version}: {where}: {how_to_give(name, version)}")
         return None
+    if not known:
+        notes.append(
+            f"{name} {version}: not in engine-dirs, not installed, not in the cache; not a known engine "
+            f"(engine-packages), so not downloaded: {how_to_give(name, version)}"
+        )
+        return None
+    if progress is not None:
+        progress(f"downloading {distribution(name)}=={version} with pip (--offline: never)")
     return _download(name, version, notes)
 
 

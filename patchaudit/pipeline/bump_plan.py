@@ -172,7 +172,9 @@ def resolve_revision(spec: str, repo: str | None) -> str:
     return spec
 
 
-def engine_spec(engine: str, spec: str, repo: str | None, settings: Any, notes: list[str], side: str) -> str:
+def engine_spec(
+    engine: str, spec: str, repo: str | None, settings: Any, notes: list[str], side: str, progress: Any = None
+) -> str:
     """One side of a bump as an engine source: a path or `PATH@REV` as it is, a bare revision
     of the configured repository, else a bare version (`0.5.15.post1`) resolved by version."""
     got = resolve_revision(spec, repo)
@@ -181,7 +183,7 @@ def engine_spec(engine: str, spec: str, repo: str | None, settings: Any, notes: 
     if Version.parse(spec) is None and not is_git_revision(spec):
         return spec
     said: list[str] = []
-    found = resolve_engine(engine, spec, settings, said)
+    found = resolve_engine(engine, spec, settings, said, progress)
     if found is None:
         raise PlanBumpError(f"{side}: " + ("; ".join(said) or f"{engine} {spec}: not found"))
     notes.append(f"{side} {engine} {found.version} ({found.origin}: {found.source})")
@@ -221,6 +223,7 @@ def plan_bump(
     diff_base: str | None,
     settings: Any,
     repo: str | None = None,
+    progress: Any = None,
 ) -> BumpTarget:
     """What `bump` audits when the versions (or the engine, or the patches) are not all given."""
     from patchaudit.inputs.safegit import GitError, WorkTree
@@ -262,7 +265,7 @@ def plan_bump(
         if new is None:
             raise PlanBumpError("give --to NEW (or --diff-base REF)")
     repo = repo or next((e.source for e in getattr(settings, "engines", ()) if e.name == name), None)
-    old_spec = engine_spec(name, old or old_pin.version, repo, settings, notes, "--from")
-    new_spec = engine_spec(name, new or new_pin.version, repo, settings, notes, "--to")
+    old_spec = engine_spec(name, old or old_pin.version, repo, settings, notes, "--from", progress)
+    new_spec = engine_spec(name, new or new_pin.version, repo, settings, notes, "--to", progress)
     patches = list(paths) or [os.path.relpath(p) for p in new_pin.patches]
     return BumpTarget(name, old_spec, new_spec, patches, notes)
