@@ -99,6 +99,12 @@ def test_engine_dirs_of_the_configuration_and_a_download_with_pip(project, monke
     (root / "pyproject.toml").write_text(f'[tool.patchaudit]\nengine-dirs = ["{wheels}"]\n')
     res = _run("--diff-base", "HEAD~1", "--format", "json")
     assert _report(res)["to"]["label"] == new.name and f"(engine-dirs: {new})" in res.stderr
+    # a trusted configuration kept outside the repository (CI's --config): the project is still the repository
+    trusted = root.parent / "trusted" / "pyproject.toml"
+    trusted.parent.mkdir()
+    trusted.write_text('[tool.patchaudit]\nengine-dirs = ["../wheels"]\noffline = true\n')
+    res = _run("--diff-base", "HEAD~1", "--config", str(trusted), "--format", "json")
+    assert _report(res)["to"]["label"] == new.name and "patches docker/patch/0.2.0" in res.stderr
     # no engine-dirs: pip (as configured: a folder of wheels, no index) into the user cache
     (root / "pyproject.toml").unlink()
     monkeypatch.setenv("PIP_FIND_LINKS", str(wheels))

@@ -83,6 +83,17 @@ def project_plan(root: str, settings: Any) -> Plan:
     return build_plan(files, settings, root)
 
 
+def project_root(settings: Any, top: str | None) -> str:
+    """The project's root: the configuration's folder when it lies in the repository (a
+    `--config` kept elsewhere, a trusted file in CI, does not move it), else the git top,
+    else the current folder."""
+    config = getattr(settings, "config_path", None)
+    folder = os.path.dirname(os.path.abspath(config)) if config else None
+    if folder and (top is None or os.path.commonpath([os.path.realpath(folder), top]) == top):
+        return folder
+    return top or os.getcwd()
+
+
 def _safe_rel(path: str) -> bool:
     parts = path.split("/")
     return bool(path) and "\0" not in path and all(p not in ("", ".", "..") for p in parts) and parts[0] != ".git"
@@ -126,11 +137,13 @@ def extract_at(wt: Any, ref: str, into: str, max_size: int) -> str:
         raise PlanBumpError(f"--diff-base: git failed in {wt.top}: {(exc.stderr or str(exc)).strip()}") from None
     pos = 0
     for _sha, path, _size in files:
-        header_end = blob.index(b"\n", pos)
+        header_end = blob.find(b"\n", pos)
+        if header_end < 0:
+            break  # git stopped early: the files read so far
         header = blob[pos:header_end].split()
         pos = header_end + 1
-        if len(header) != 3 or header[1] != b"blob":
-            continue
+        if len(header) != 3 or header[1] != b"blob" or not header[2].isdigit():
+            continue  # `<sha> missing`
         n = int(header[2])
         data, pos = blob[pos : pos + n], pos + n + 1
         target = os.path.join(into, *path.split("/"))
@@ -234,8 +247,7 @@ def plan_bump(
     except GitError as exc:
         if diff_base:
             raise PlanBumpError(f"--diff-base: {exc}") from None
-    root = os.path.dirname(settings.config_path) if getattr(settings, "config_path", None) else None
-    root = os.path.abspath(root or (wt.top if wt else os.getcwd()))
+    root = project_root(settings, wt.top if wt else None)
     now = engine_pins(project_plan(root, settings), root)
     notes: list[str] = []
     if diff_base:
