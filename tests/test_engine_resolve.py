@@ -6,6 +6,7 @@ folder of wheels the test built, a git clone made with GitPython.  Nothing downl
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import git
@@ -208,3 +209,16 @@ def test_a_name_that_is_no_known_engine_is_never_downloaded(tmp_path, monkeypatc
     got = resolve_engine("fakeengine", "1.0", _settings(), None, told.append)
     assert got is not None and got.origin == "downloaded"
     assert told == ["downloading fakeengine==1.0 with pip (--offline: never)"]
+
+
+def test_a_wheel_for_the_servers_platform_is_taken_when_none_fits_this_machine(tmp_path, monkeypatch):
+    """Engines ship Linux wheels; a Mac (or an ARM laptop) still reads their Python files."""
+    import platform
+
+    other = "manylinux_2_34_aarch64" if platform.machine() != "aarch64" else "manylinux_2_34_x86_64"
+    index = tmp_path / "index"
+    tag = f"cp{sys.version_info[0]}{sys.version_info[1]}"
+    wheel = build_wheel(index, "fakeengine", "1.0", FILES, tag=f"{tag}-{tag}-{other}")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(index))
+    got = resolve_engine("fakeengine", "1.0", _settings())
+    assert got is not None and got.origin == "downloaded" and Path(got.source).name == wheel.name

@@ -46,6 +46,16 @@ KNOWN_ENGINES = frozenset(
     {"sglang", "vllm", "megatron", "megatron-core", "transformers", "trl", "deepspeed", "transformer-engine"}
     | {"flash-attn", "deepgemm", "deepep", "apex"}
 )
+#: the platforms a second `pip download` accepts when none fits this machine (engines run on Linux servers)
+FALLBACK_PLATFORMS = (
+    "manylinux_2_34_x86_64",
+    "manylinux_2_28_x86_64",
+    "manylinux2014_x86_64",
+    "manylinux_2_34_aarch64",
+    "manylinux_2_28_aarch64",
+    "manylinux2014_aarch64",
+    "any",
+)
 #: seconds `pip download` may take (a wheel of a few hundred MB on a slow link)
 DOWNLOAD_TIMEOUT = 900.0
 #: PEP 508 distribution names; nothing else reaches pip
@@ -298,6 +308,11 @@ def _download(name: str, version: str, notes: list[str]) -> ResolvedEngine | Non
         args = ["download", "--no-deps", "--only-binary=:all:", "--ignore-requires-python", "-q", "-d", tmp]
         try:
             proc = run_pip([*args, f"{dist}=={version}"], cwd=tmp, timeout=DOWNLOAD_TIMEOUT)
+            if proc.returncode != 0 and b"No matching distribution" in proc.stderr:
+                # no wheel for this machine (a Mac, another Python): the engine's files are the
+                # same in a wheel built for the servers it runs on
+                platforms = [a for p in FALLBACK_PLATFORMS for a in ("--platform", p)]
+                proc = run_pip([*args, *platforms, f"{dist}=={version}"], cwd=tmp, timeout=DOWNLOAD_TIMEOUT)
         except ProgramError as exc:
             notes.append(f"{name} {version}: {exc}; {how_to_give(name, version)}")
             return None
