@@ -136,6 +136,11 @@ def test_offline_never_runs_pip_and_says_the_one_line_that_gives_the_engine(tmp_
     assert "`--engine fakeengine=PATH`" in note
     assert "`pip download --no-deps fakeengine==1.0 -d DIR`" in note and "engine-dirs" in note
     assert not (tmp_path / "xdg" / "patchaudit" / "engines").exists()
+    # download=False (a caller's local-only look-up): the same note, nothing fetched
+    monkeypatch.delenv("PATCHAUDIT_OFFLINE")
+    notes = []
+    assert resolve_engine("fakeengine", "1.0", _settings(), notes, download=False) is None
+    assert notes == [note] and not (tmp_path / "xdg" / "patchaudit" / "engines").exists()
 
 
 def test_a_failed_download_is_a_note_naming_pips_reason(tmp_path, monkeypatch):

@@ -93,15 +93,17 @@ def resolve_engine(
     settings: Any,
     notes: list[str] | None = None,
     progress: Callable[[str], None] | None = None,
+    download: bool = True,
 ) -> ResolvedEngine | None:
     """The engine `name` at `version` (a PEP 440 version, or a git revision), found as the
     module docstring says; None when it cannot be had, with one note appended to `notes`
     naming the engine and how to give it (each answer is kept for the process).
     `progress` is told before pip starts (a download may take minutes).  Only a known
     engine (`KNOWN_ENGINES`, the configuration's `engine-packages`) is downloaded: a
-    name a recipe's folder happens to have is looked for here, never fetched."""
+    name a recipe's folder happens to have is looked for here, never fetched.  `download=False`:
+    local sources only (the caller's choice for versions it only might use), said as offline is."""
     dirs = tuple(getattr(settings, "engine_dirs", None) or ())
-    offline = is_offline(settings)
+    offline = is_offline(settings) or not download
     known = KNOWN_ENGINES | {_norm(p) for p in getattr(settings, "engine_packages", None) or ()}
     key = (name, version, dirs, offline, _norm(name) in known)
     if key not in _MEMO:
