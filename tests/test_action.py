@@ -89,3 +89,36 @@ def test_readme_documents_the_action_and_its_inputs():
     assert "uses: <org>/patchaudit@" in readme
     for name in ACTION["inputs"]:
         assert f"`{name}`" in readme, name
+
+
+def test_on_a_pull_request_only_the_lines_it_changes_are_annotated(tmp_path):
+    """`github.base_ref` set: the base branch is fetched (depth 1) and `--diff-base` passed."""
+    import git
+
+    origin = tmp_path / "origin"
+    repo = git.Repo.init(origin, initial_branch="main")
+    (origin / "run.sh").write_text("export SGLANG_MM_AVOID_RETOKENIZE=0\n")
+    repo.index.add(["run.sh"])
+    repo.index.commit("base")
+    tree = tmp_path / "pr"
+    pr = git.Repo.clone_from(f"file://{origin}", tree, depth=1)
+    pr.git.checkout("-b", "feature")
+    (tree / "run.sh").write_text("export SGLANG_MM_AVOID_RETOKENIZE=0\nexport SGLANG_MM_AVOID_RETOKENIZE=false\n")
+    pr.git.commit("-am", "pr")
+    pr.git.update_ref("-d", "refs/remotes/origin/main")  # as actions/checkout leaves it: no base ref
+    out = tmp_path / "github_output"
+    env = {"PATH": shim(tmp_path), "GITHUB_OUTPUT": str(out), "PATCHAUDIT_PATHS": ".",
+           "PATCHAUDIT_ARGS": "--no-cache", "PATCHAUDIT_SARIF": "patchaudit.sarif",
+           "PATCHAUDIT_ANNOTATIONS": "true", "PATCHAUDIT_DIFF_BASE": "true", "PATCHAUDIT_BASE_REF": "main"}
+    res = shell(step("check")["run"], env, tree)
+    assert res.returncode == 0, res.stderr
+    assert [line.split(",")[1] for line in res.stdout.splitlines() if line.startswith("::error")] == ["line=2"]
+    assert "exit-code=1" in out.read_text()
+    # diff-base: false, or a push (no base_ref): every finding
+    for extra in ({"PATCHAUDIT_DIFF_BASE": "false"}, {"PATCHAUDIT_BASE_REF": ""}):
+        res = shell(step("check")["run"], {**env, **extra}, tree)
+        assert sum(line.startswith("::error") for line in res.stdout.splitlines()) == 2, res.stdout
+    # a base that cannot be fetched: a warning, every finding
+    res = shell(step("check")["run"], {**env, "PATCHAUDIT_BASE_REF": "no-such-branch"}, tree)
+    assert "::warning::patchaudit: cannot fetch" in res.stdout
+    assert sum(line.startswith("::error") for line in res.stdout.splitlines()) == 2

@@ -22,12 +22,13 @@ import click
 
 from patchaudit.commands import conventions as conv
 from patchaudit.commands.fixopts import fix_options, run_fixes, wants_fixes
-from patchaudit.commands.options import parse_engine_option
+from patchaudit.commands.options import engine_resolve_options, parse_engine_option
 from patchaudit.config.local_rules import activate as activate_local_rules
 from patchaudit.config.settings import (
     ConfigError,
     Settings,
     apply_cache_options,
+    apply_engine_options,
     find_pyproject,
     load_pyproject,
     project_root,
@@ -344,6 +345,7 @@ def _report(result, paths: list[str], opts: dict[str, Any]) -> None:
 )
 @fix_options  # --fix, --unsafe-fixes, --diff (commands/fixopts.py)
 @conv.convention_options  # ruff's other options (commands/conventions.py)
+@engine_resolve_options  # --engine-dir, --offline (engines found by version: engine/resolve.py)
 def check(paths, **opts) -> None:
     """Check patches, Python and other text files under PATHS (default: .; `-`: standard input)."""
     paths = list(paths) or ["."]
@@ -372,6 +374,7 @@ def _settings(paths: list[str], opts: dict[str, Any], stdin: bool) -> Settings:
         isolated=opts["isolated"],
     )
     _file_options(settings, opts)
+    apply_engine_options(settings, opts["engine_dirs"], opts["offline"])
     origin = settings.config_path or ("none (--isolated)" if opts["isolated"] else "none: the defaults")
     conv.verbose(opts, f"configuration: {origin}")
     return settings

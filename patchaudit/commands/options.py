@@ -62,3 +62,22 @@ def parse_engine_name(value: str) -> tuple[str, int | None, str | None]:
     if not name or name.startswith("-") or (sep and (not repo or repo.startswith("-"))):
         raise click.BadParameter(f"expected NAME, NAME:pN or NAME=REPO, got {value!r}", param_hint="--engine")
     return name, strip, repo or None
+
+
+def engine_resolve_options(f):
+    """`--engine-dir DIR` (repeatable) and `--offline`: where an engine the plan names by
+    version is looked for, and whether it may be downloaded (patchaudit/engine/resolve.py)."""
+    f = click.option(
+        "--offline",
+        is_flag=True,
+        help="Never download an engine the plan names by version (also PATCHAUDIT_OFFLINE=1, offline = true).",
+    )(f)
+    return click.option(
+        "--engine-dir",
+        "engine_dirs",
+        multiple=True,
+        type=click.Path(file_okay=False),
+        metavar="DIR",
+        help="A folder of engine wheels, sdists or git clones, searched by version before "
+        "[tool.patchaudit] engine-dirs (repeatable).",
+    )(f)

@@ -132,6 +132,11 @@ class Settings:
     #: `fixable` / `unfixable` (ruff's): the rules whose fixes `--fix` applies (None: all)
     fixable: list[str] | None = None
     unfixable: list[str] = field(default_factory=list)
+    #: `engine-dirs` (absolute) and `--engine-dir`: folders of wheels, sdists and git clones
+    #: where an engine the plan names by version is looked for first (engine/resolve.py)
+    engine_dirs: list[str] = field(default_factory=list)
+    #: `offline = true`, `--offline`, `PATCHAUDIT_OFFLINE=1`: never download an engine
+    offline: bool = False
 
     def options_for(self, code: str) -> dict[str, Any]:
         return self.rule_options.get(code, {})
@@ -157,6 +162,8 @@ _KEYS = {
     "extend-rules",
     "fixable",
     "unfixable",
+    "engine-dirs",
+    "offline",
 }
 
 
@@ -410,6 +417,15 @@ def _load(path: Path, data: Any, local_rules: bool = True) -> Settings:
             s.fixable = _str_list(path, key, value)
         elif key == "unfixable":
             s.unfixable = _str_list(path, key, value)
+        elif key == "engine-dirs":  # relative to the configuration file's folder
+            folder = os.path.dirname(os.path.abspath(path))
+            s.engine_dirs = [
+                os.path.normpath(os.path.join(folder, os.path.expanduser(d))) for d in _str_list(path, key, value)
+            ]
+        elif key == "offline":
+            if not isinstance(value, bool):
+                raise ConfigError(f"{path}: [tool.patchaudit] offline: expected true or false, got {value!r}")
+            s.offline = value
     if local_rules:
         _load_local_rules(path, s)
         _check_rules(path, s)
@@ -593,4 +609,16 @@ def apply_cache_options(
             s.cache_dir_origin = None
     if no_cache or _env_true(environ.get("PATCHAUDIT_NO_CACHE")):
         s.cache = False
+    return s
+
+
+def apply_engine_options(s: Settings, engine_dirs=(), offline: bool = False, environ=None) -> Settings:
+    """`--engine-dir DIR` (repeatable, relative to the current folder: searched before the
+    configuration's `engine-dirs`), and `--offline` or `PATCHAUDIT_OFFLINE=1` (no engine is
+    ever downloaded: patchaudit/engine/resolve.py)."""
+    environ = os.environ if environ is None else environ
+    if engine_dirs:
+        s.engine_dirs = [os.path.abspath(os.path.expanduser(d)) for d in engine_dirs] + s.engine_dirs
+    if offline or _env_true(environ.get("PATCHAUDIT_OFFLINE")):
+        s.offline = True
     return s

@@ -37,6 +37,14 @@ def user_cache_dir() -> str | None:
     return os.path.join(base, "patchaudit", __version__)
 
 
+def engine_cache_dir() -> str | None:
+    """Where engines downloaded by version are kept (patchaudit/engine/resolve.py):
+    `$XDG_CACHE_HOME/patchaudit/engines`, else `~/.cache/patchaudit/engines` (a wheel does
+    not depend on patchaudit's version: shared by every version); None without a home."""
+    base = _user_base()
+    return None if base is None else os.path.join(base, "patchaudit", "engines")
+
+
 # --------------------------------------------------------------------------
 # sealed pickles: the cache folder sits in the checked tree, which may be hostile
 

@@ -1,7 +1,8 @@
 """Running git: the one module that starts a program (see `patchaudit.inputs.safegit`
 for the policy: the environment, the `-c` overrides, the executable).
 
-`run` runs one command; `Batch` keeps a `git cat-file --batch[-check]` process for an
+`run` runs one command; `run_pip` runs `python -m pip` (the engine resolver's
+download, patchaudit/engine/resolve.py); `Batch` keeps a `git cat-file --batch[-check]` process for an
 engine repository; `user_safe_directories` reads the user's `safe.directory` entries.
 Nothing else in patchaudit imports `subprocess` (tests/test_security_git.py checks).
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from typing import Iterable, Sequence
 
@@ -159,6 +161,29 @@ def run(
             f"git {args[0] if args else ''} failed: {err or f'exit code {proc.returncode}'}", err, proc.returncode
         )
     return proc
+
+
+class ProgramError(Exception):
+    """A program other than git could not be run, failed, or ran out of time."""
+
+
+def run_pip(args: Sequence[str], *, cwd: str, timeout: float) -> subprocess.CompletedProcess:
+    """`python -m pip ARGS` with this interpreter, as the user configured pip (their
+    environment, pip.conf: index, find-links, proxies), in `cwd`, which must be a folder of
+    patchaudit's own (`python -m` puts it first on `sys.path`: never the checked tree).
+    Output is captured; no input.  Raises ProgramError when it cannot start or runs
+    past `timeout` seconds (the process is killed); the caller reads the exit code."""
+    if any(not isinstance(a, str) or "\0" in a for a in args):
+        raise ProgramError("refusing an argument with a NUL byte")
+    argv = [sys.executable, "-m", "pip", *args]
+    unstable("it ran pip")
+    env = {**os.environ, "PIP_NO_INPUT": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    try:
+        return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, stdin=subprocess.DEVNULL, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise ProgramError(f"pip did not finish in {timeout:g} s (killed)") from None
+    except OSError as exc:
+        raise ProgramError(f"cannot run pip with {sys.executable}: {exc}") from None
 
 
 class Batch:
