@@ -15,6 +15,10 @@ for _key, _value in {
     os.environ.setdefault(_key, _value)
 # never let a developer's global git config (hooks, signing) leak into test repos
 os.environ.setdefault("GIT_CONFIG_NOSYSTEM", "1")
+# the test suite never downloads: an engine a test tree's recipe pins by version is found
+# only where the test puts it (tests of the download itself unset this, with pip pointed
+# at a local --find-links folder: tests/test_engine_resolve.py)
+os.environ["PATCHAUDIT_OFFLINE"] = "1"
 
 # Hypothesis profiles (tests/test_hostile_*.py): "ci", the default, runs a bounded,
 # derandomized number of examples; HYPOTHESIS_PROFILE=long runs 10,000 per test.

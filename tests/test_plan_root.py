@@ -304,7 +304,7 @@ def test_the_engine_a_version_folder_needs_comes_from_engine_for(tmp_path, monke
     root = make_repo(tmp_path)
     asked = []
 
-    def found(plan, name, version, settings):
+    def found(plan, name, version, settings, notes=None, download=True):
         asked.append((name, version))
         return EngineSpec(name, str(tmp_path / "engine09")) if version == "0.9" else None
 

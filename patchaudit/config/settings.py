@@ -75,6 +75,9 @@ class EngineSpec:
     name: str
     source: str
     strip: int | None = None
+    #: where a run found it when no flag named it ("engine-dirs", "installed", "cache",
+    #: "downloaded": engine/resolve.py); "" for an engine given
+    origin: str = field(default="", compare=False)
 
 
 @dataclass
