@@ -558,8 +558,8 @@ class ExpandedIdsAsRolloutTokens(Rule):
         repo = run_repo(settings, cls.code)
         options = settings.options_for(cls.code) if settings is not None else None
         o = {**DEFAULTS, **(options or {})}
-        sinks = [w for w in repo.sinks() if w in text] if repo is not None else []
-        if repo is not None and any(w in text for w in repo.sources()):
+        sinks = repo.sinks_in(text) if repo is not None else []
+        if repo is not None and repo.sources_in(text):
             # a taint from another module: then a request is what the module needs
             if not string_lists(o, tuple(DEFAULTS)):
                 return True

@@ -4,32 +4,30 @@ from __future__ import annotations
 
 import textwrap
 
-import libcst as cst
+import ast
+
 import pytest
 
 from patchaudit.analysis.chat_literals import metadata_only, text_only_chat
 
 
-def _call_and_arg(source: str) -> tuple[cst.FunctionDef | None, cst.Call, cst.BaseExpression]:
-    """The call of `apply_chat_template` in `source`, the function it is made in, its argument."""
-    module = cst.parse_module(textwrap.dedent(source))
-    found: list[tuple[cst.FunctionDef | None, cst.Call]] = []
-    scopes: list[cst.FunctionDef] = []
+def _call_and_arg(source: str) -> tuple[ast.FunctionDef | None, ast.Call, ast.expr]:
+    """The call of `apply_chat_template` in `source`, the function it is made in, its argument
+    (the analysis reads the standard library's `ast`)."""
+    module = ast.parse(textwrap.dedent(source))
+    found: list[tuple[ast.FunctionDef | None, ast.Call]] = []
 
-    class Find(cst.CSTVisitor):
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-            scopes.append(node)
+    def visit(node: ast.AST, scope: ast.FunctionDef | None) -> None:
+        for child in ast.iter_child_nodes(node):
+            inner = child if isinstance(child, ast.FunctionDef) else scope
+            if isinstance(child, ast.Call) and isinstance(child.func, ast.Attribute) \
+                    and child.func.attr == "apply_chat_template":
+                found.append((scope, child))
+            visit(child, inner)
 
-        def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
-            scopes.pop()
-
-        def visit_Call(self, node: cst.Call) -> None:
-            if isinstance(node.func, cst.Attribute) and node.func.attr.value == "apply_chat_template":
-                found.append((scopes[-1] if scopes else None, node))
-
-    module.visit(Find())
+    visit(module, None)
     ((scope, call),) = found
-    return scope, call, call.args[0].value
+    return scope, call, call.args[0]
 
 
 TEXT = '[{"role": "system", "content": "be brief"}, {"role": "user", "content": [{"type": "text", "text": p}]}]'
@@ -99,5 +97,5 @@ def test_a_name_at_module_level_is_not_read() -> None:
     ],
 )
 def test_media_written_as_grid_metadata(expr: str, expected: bool) -> None:
-    node = cst.parse_expression(expr)
+    node = ast.parse(expr, mode="eval").body
     assert metadata_only(node, ["image_grid_thw", "video_grid_thw"]) is expected

@@ -37,7 +37,7 @@ def test_fix_after_a_lone_carriage_return_edits_the_line_the_finding_names(tmp_p
     path = _write(tmp_path, "t.py", "a = 1\rb = 1\n# patchaudit: ignore[PA999]\nkeep = 2\n")
     res = invoke_in(tmp_path, [*PA001, "--fix", "t.py"])
     assert path.read_bytes() == b"a = 1\rb = 1\nkeep = 2\n", res.stderr
-    assert "(1 fixed, 0 remaining)" in res.stderr
+    assert "(1 fixed, 0 remaining)" in res.stdout
 
 
 def test_a_span_fix_after_a_lone_carriage_return(tmp_path):

@@ -43,6 +43,36 @@ def literal_runs(pattern: str) -> list[str]:
     return [r for r in re.split(r"[*?]", plain) if r]
 
 
+#: past this many words, `words_in` reads the text once into its identifiers instead of
+#: looking for each word in it (a repository of N modules each exporting a name asked
+#: N words of each of its N files: N^2, issue 40)
+WORDS_BY_SUBSTRING = 64
+_IDENTIFIER = re.compile(r"[^\W\d]\w*")
+
+
+class Words:
+    """A list of words to look for in many texts (a repository view's exported names)."""
+
+    __slots__ = ("words", "order", "identifiers", "others")
+
+    def __init__(self, words: list[str]):
+        self.words = words
+        self.order = {w: i for i, w in enumerate(words)}
+        self.identifiers = frozenset(w for w in words if w.isidentifier())
+        self.others = [w for w in words if not w.isidentifier()]
+
+    def in_text(self, text: str) -> list[str]:
+        """The words that occur in `text`, in their order: as substrings while they are few
+        (the pre-filters' rule), past `WORDS_BY_SUBSTRING` as whole identifiers, the text read
+        once (what names a function or a field is a whole identifier; a word that is not an
+        identifier is still looked for as a substring)."""
+        if len(self.words) <= WORDS_BY_SUBSTRING:
+            return [w for w in self.words if w in text]
+        found = set(self.identifiers.intersection(_IDENTIFIER.findall(text)))
+        found.update(w for w in self.others if w in text)
+        return sorted(found, key=self.order.__getitem__)
+
+
 def literal_part(pattern: str) -> str:
     """The longest run of literal characters of an fnmatch pattern ("" when it has none)."""
     return max(literal_runs(pattern), key=len, default="")

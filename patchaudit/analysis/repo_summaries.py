@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from patchaudit.analysis.flow_values import PARAM, FileLine, Origin, Step, Value, is_symbolic, join, settle
+from patchaudit.analysis.gate import Words
 from patchaudit.analysis.repo_index import RepoIndex, Symbol
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -119,9 +120,22 @@ class ModuleSummary:
         return h.digest()
 
 
+#: what a summary keeps of one value, so that what modules pass each other stays bounded
+#: whatever the imports (a ring of N modules each adding a source would otherwise carry N
+#: sources with N-step traces into every summary: N^2 work, issue 40): the first sources
+#: of each label (in a fixed order) and the first and last steps of each trace.  A
+#: finding needs one source and reads its trace's ends; real traces are a few steps long.
+MAX_ORIGINS_PER_LABEL = 16
+MAX_SUMMARY_STEPS = 64
+
+
 def in_file(steps: tuple[Step, ...], path: str) -> tuple[Step, ...]:
-    """The steps with every line of this module made a `FileLine` of `path`."""
+    """The steps with every line of this module made a `FileLine` of `path` (the middle of
+    a trace past `MAX_SUMMARY_STEPS` left out)."""
     steps = settle(steps)
+    if len(steps) > MAX_SUMMARY_STEPS:
+        half = MAX_SUMMARY_STEPS // 2
+        steps = steps[:half] + steps[-half:]
     return tuple((l if type(l) is FileLine else FileLine(l, path), n) for l, n in steps)
 
 
@@ -131,13 +145,19 @@ def taints_of(value: Value, path: str, concrete: bool = True) -> tuple[Taint, ..
     kept for the whole run, and cached), is the same whether it was computed here or
     read, and a source keeps its identity in other modules (two modules' sources on the
     same line and column are two sources)."""
-    out = []
+    kept = []
     for (label, origin), steps in value.flat().t.items():
         if is_symbolic(origin) != concrete and steps:
             if type(origin) is Origin:
                 origin = (path, *origin.pos)
+            kept.append((label, repr(origin), origin, steps))
+    kept.sort(key=lambda t: (t[0], t[1]))
+    out = []
+    per_label: dict[str, int] = {}
+    for label, _, origin, steps in kept:  # the first sources of each label (MAX_ORIGINS_PER_LABEL)
+        n = per_label[label] = per_label.get(label, 0) + 1
+        if n <= MAX_ORIGINS_PER_LABEL:
             out.append((label, origin, in_file(steps, path)))
-    out.sort(key=lambda t: (t[0], repr(t[1])))
     return tuple(out)
 
 
@@ -174,6 +194,8 @@ class RepoView:
         self._word_keys: list[tuple[bytes, bytes]] | None = None
         self._sources: list[str] | None = None
         self._sinks: list[str] | None = None
+        self._source_words: Words | None = None
+        self._sink_words: Words | None = None
         self._stored: list[tuple[str, str, bytes]] | None = None
         #: module -> its carrier entries (field, bytes); their count and the sum of their
         #: digests, kept up to date by `put` (dependency keys of a large repository)
@@ -192,6 +214,8 @@ class RepoView:
         self._word_keys = None
         self._sources = None
         self._sinks = None
+        self._source_words = None
+        self._sink_words = None
         self._stored = None
 
     def _account(self, entries: list[tuple[str, bytes]], sign: int) -> None:
@@ -227,6 +251,18 @@ class RepoView:
                 out.update(c for c, t in s.carriers.items() if t)
             self._sources = sorted(out)
         return self._sources
+
+    def sources_in(self, text: str) -> list[str]:
+        """The words of `sources()` that occur in `text` (linear in the text: gate.Words)."""
+        if self._source_words is None:
+            self._source_words = Words(self.sources())
+        return self._source_words.in_text(text)
+
+    def sinks_in(self, text: str) -> list[str]:
+        """The words of `sinks()` that occur in `text`."""
+        if self._sink_words is None:
+            self._sink_words = Words(self.sinks())
+        return self._sink_words.in_text(text)
 
     def sinks(self) -> list[str]:
         """The last name of every function whose parameters reach a sink (once per view: the

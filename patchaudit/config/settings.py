@@ -21,28 +21,26 @@ deeply for the parser is an error, not a traceback.
 from __future__ import annotations
 
 import os
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib  # type: ignore[no-redef]
-
-
-class ConfigError(Exception):
-    pass
-
+from patchaudit.config.discovery import (  # noqa: F401  (re-exported: the settings' callers find them here)
+    CONFIG_NAMES,
+    MAX_CONFIG_FILE,
+    ROOT_MARKERS,
+    ConfigError,
+    find_pyproject,
+    own_config,
+    project_root,
+    read_toml,
+)
 
 #: libcst's native parser crashes the process (SIGSEGV) at about 1,300 nested brackets
 #: (patchaudit/units/nesting.py): a configuration cannot ask for more than this
 HARD_MAX_NESTING = 1000
 #: the largest `max-file-size` a configuration may set (2**63-1 must not reach read())
 HARD_MAX_FILE_SIZE = 256 * 1024 * 1024
-#: a pyproject.toml larger than this is not read
-MAX_CONFIG_FILE = 4 * 1024 * 1024
 
 
 def _cpus() -> int:
@@ -50,24 +48,6 @@ def _cpus() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
         return max(1, os.cpu_count() or 1)
-
-
-def _read_toml(path: Path) -> dict:
-    """A TOML file, read through the guarded reader; ConfigError naming it otherwise."""
-    from patchaudit.files.reader import ReadError, read_text
-
-    try:
-        text = read_text(str(path), MAX_CONFIG_FILE)
-    except ReadError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.reason}") from None
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc}") from None
-    except RecursionError:
-        raise ConfigError(f"{path}: cannot read: nested too deeply for the TOML parser") from None
-    except ValueError as exc:  # a number of more than 4300 digits (Python's int-string limit)
-        raise ConfigError(f"{path}: cannot read: {exc}") from None
 
 
 @dataclass
@@ -170,90 +150,6 @@ _KEYS = {
 }
 
 
-#: what marks the folder of a project (the current directory's decides the run's root)
-ROOT_MARKERS = (".patchaudit.toml", "patchaudit.toml", "pyproject.toml", "setup.py", "setup.cfg", ".git")
-
-
-def _common_parent(paths: list[str]) -> str:
-    """The deepest folder holding every path, as written (no symlink resolved), and above
-    the first symlink met below the current directory (a link the checkout commits
-    leads out of it)."""
-    cwd = os.getcwd()
-    folders = []
-    for p in paths or ["."]:
-        full = os.path.abspath(p)
-        folders.append(full if os.path.isdir(full) and not os.path.islink(full) else os.path.dirname(full))
-    try:
-        common = os.path.commonpath(folders)
-    except ValueError:  # paths on several drives
-        return cwd
-    if common != cwd and not common.startswith(cwd.rstrip(os.sep) + os.sep):
-        return common
-    cur = cwd
-    for part in os.path.relpath(common, cwd).split(os.sep):
-        if part in ("", os.curdir) or os.path.islink(os.path.join(cur, part)):
-            break
-        cur = os.path.join(cur, part)
-    return cur
-
-
-def project_root(paths: list[str]) -> str:
-    """The folder a run of `paths` (none: the current directory) belongs to, where the search
-    for its configuration starts: the current directory's project (the nearest folder at or
-    above it with a `ROOT_MARKERS` entry) when every path lies in it, so a pyproject.toml
-    nested in the tree (a vendored package's, a sub-project's) is never the run's, whatever
-    files are named (pre-commit names the changed ones); otherwise the common parent of the
-    paths.  Nothing is read but names (no TOML)."""
-    start = _common_parent(paths)
-    cur = os.getcwd()
-    while not any(os.path.lexists(os.path.join(cur, m)) for m in ROOT_MARKERS):
-        up = os.path.dirname(cur)
-        if up == cur:
-            return start
-        cur = up
-    if start == cur or start.startswith(cur.rstrip(os.sep) + os.sep):
-        return cur
-    return start
-
-
-#: the configuration files of one folder, the first found wins (ruff: .ruff.toml, ruff.toml,
-#: pyproject.toml); our own files hold the keys at the top level
-CONFIG_NAMES = (".patchaudit.toml", "patchaudit.toml", "pyproject.toml")
-
-
-def own_config(path: Path | str) -> bool:
-    """Whether `path` holds the keys at its top level (any file but a pyproject.toml)."""
-    return Path(path).name != "pyproject.toml"
-
-
-def _config_in(folder: Path) -> Path | None:
-    for name in CONFIG_NAMES:
-        cand = folder / name
-        # a FIFO, a device or a dangling link of that name is an error, not skipped
-        if not os.path.lexists(cand) or cand.is_dir():
-            continue
-        if own_config(cand):
-            return cand
-        data = _read_toml(cand)
-        tool = data.get("tool", {})
-        if isinstance(tool, dict) and "patchaudit" in tool:
-            return cand
-    return None
-
-
-def find_pyproject(paths: list[str]) -> Path | None:
-    """The run's configuration: the nearest configuration file (module docstring) at or above
-    `project_root(paths)` (so at or above every path), or None."""
-    cur = Path(project_root(paths))
-    while True:
-        found = _config_in(cur)
-        if found is not None:
-            return found
-        if cur.parent == cur:
-            return None
-        cur = cur.parent
-
-
 def _str_list(path: Path, key: str, value: Any) -> list[str]:
     """A list of strings; a bare string is an error too (`select = "PA102"` is not
     `select = ["PA102"]`: ruff refuses it the same way), naming the file, key and line."""
@@ -342,7 +238,7 @@ def load_pyproject(path: Path | str, local_rules: bool = True) -> Settings:
     path = Path(path)
     if not own_config(path):
         return _load(path, None, local_rules)
-    doc = _read_toml(path)
+    doc = read_toml(path)
     if set(doc) == {"tool"}:  # `--config ci.toml` holding a `[tool.patchaudit]` table, as before
         return _load(path, None, local_rules)
     try:
@@ -356,7 +252,7 @@ def load_pyproject(path: Path | str, local_rules: bool = True) -> Settings:
 def _load(path: Path, data: Any, local_rules: bool = True) -> Settings:
     """`data`: the table to read (an own file's top level), or None for a pyproject.toml."""
     if data is None:
-        doc = _read_toml(path)
+        doc = read_toml(path)
         data = doc.get("tool", {}).get("patchaudit") if isinstance(doc.get("tool"), dict) else None
         if data is None:
             raise ConfigError(f"{path}: no [tool.patchaudit] table")
@@ -416,25 +312,32 @@ def _load(path: Path, data: Any, local_rules: bool = True) -> Settings:
             _set_limit(s, path, key, value)
         elif key == "extend-rules":
             s.extend_rules = _str_list(path, key, value)
-        elif key == "fixable":
-            s.fixable = _str_list(path, key, value)
-        elif key == "unfixable":
-            s.unfixable = _str_list(path, key, value)
-        elif key == "engine-dirs":  # relative to the configuration file's folder
-            folder = os.path.dirname(os.path.abspath(path))
-            s.engine_dirs = [
-                os.path.normpath(os.path.join(folder, os.path.expanduser(d))) for d in _str_list(path, key, value)
-            ]
-        elif key == "offline":
-            if not isinstance(value, bool):
-                raise ConfigError(f"{path}: [tool.patchaudit] offline: expected true or false, got {value!r}")
-            s.offline = value
+        else:
+            _set_fix_or_engine_key(s, path, key, value)
     if local_rules:
         _load_local_rules(path, s)
         _check_rules(path, s)
     else:
         _forget_local_rules()
     return s
+
+
+def _set_fix_or_engine_key(s: Settings, path: Path, key: str, value: Any) -> None:
+    """`fixable`, `unfixable` (ruff's), `engine-dirs` (relative to the configuration file's
+    folder) and `offline`."""
+    if key == "fixable":
+        s.fixable = _str_list(path, key, value)
+    elif key == "unfixable":
+        s.unfixable = _str_list(path, key, value)
+    elif key == "engine-dirs":
+        folder = os.path.dirname(os.path.abspath(path))
+        s.engine_dirs = [
+            os.path.normpath(os.path.join(folder, os.path.expanduser(d))) for d in _str_list(path, key, value)
+        ]
+    elif key == "offline":
+        if not isinstance(value, bool):
+            raise ConfigError(f"{path}: [tool.patchaudit] offline: expected true or false, got {value!r}")
+        s.offline = value
 
 
 def _load_local_rules(path: Path, s: Settings) -> None:

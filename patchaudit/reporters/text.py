@@ -354,6 +354,6 @@ def closing(result, *, unsafe_fixes: bool = False, width: int | None = None) -> 
         out += hunks + "\n"
     # what the run left out and why (patches of an engine not given: pipeline/plan.py), as on stderr
     for note in getattr(result, "warnings", None) or []:
-        out += f"note: {visible(note)}\n"
+        out += "\n".join(wrap(f"note: {visible(note)}", width, "", "      ")) + "\n"
     lines = [w for line in summary(result, unsafe_fixes).split("\n") for w in wrap(line, width, "", "")]
     return safe_lines(out + "\n".join(lines) + "\n")

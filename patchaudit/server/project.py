@@ -54,7 +54,8 @@ def project_key(path: str, config: str | None = None) -> tuple[str, str | None]:
     from patchaudit.config.settings import find_pyproject
     from patchaudit.pipeline.repo_index import project_root
 
-    cfg = config or find_pyproject([path])
+    # as `check` run in the file's folder: the editor opened that project (a nested one too)
+    cfg = config or find_pyproject([path], cwd=os.path.dirname(os.path.abspath(path)))
     if cfg is not None:
         return os.path.dirname(os.path.abspath(cfg)), str(cfg)
     return project_root(path), None
