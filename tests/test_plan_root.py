@@ -202,7 +202,7 @@ def test_another_version_folder_goes_to_that_versions_engine_or_none(tmp_path):
     both = ["--engine", f"sglang={tmp_path / 'engine'}", "--engine", f"sglang={tmp_path / 'engine09'}"]
     res = invoke_in(root, ["check", "--no-cache", *both, v09])
     assert f"{v09} -> sglang 0.9, git apply" in res.stdout, res.stdout
-    assert "1 patch of the folder PATCH_VERSION=v0.9 applied to sglang 0.9, its version" in res.stdout
+    assert "1 patch of the folder PATCH_VERSION=v0.9 applied to sglang 0.9, its version" in " ".join(res.stdout.split())
     assert "not applied" not in res.stdout
 
 
