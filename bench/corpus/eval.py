@@ -3,8 +3,8 @@
     python bench/corpus/eval.py [--mirrors DIR] [--rows bench/corpus/rows.tsv] [--only REPO]
 
 Each row of `rows.tsv` (tab-separated, `#` comments) names a repository (`owner/name`, or
-`pypi:NAME` with a release version in place of the commit), a commit, a path and a line in that commit's tree, a rule, and a label: `positive` (the
-hazard is there: the commit before a fix) or `negative` (it is not: the fix, or code that
+`pypi:NAME` with a release version in place of the commit), a commit, a path and a line
+in that commit's tree, a rule, and a label: `positive` (the hazard is there: the commit before a fix) or `negative` (it is not: the fix, or code that
 looks alike and is safe), with a one-line reason. Rows were labelled by reading the diff,
 before running the tool.
 
@@ -99,8 +99,16 @@ def lay_out(mirror: Path, commit: str, dest: Path) -> Path:
         target.write_bytes(data)
     proc.wait()
     (dest / "pyproject.toml").write_text("[tool.patchaudit]\n")
+    _own_repository(dest)
     (dest / ".laid").write_text(commit + "\n")
     return dest
+
+
+def _own_repository(dest: Path) -> None:
+    """The tree as a git repository of its own, as a checkout is: bench/data/ is ignored by
+    this repository's .gitignore, which would otherwise hide every file of the tree."""
+    if not (dest / ".git").exists():
+        subprocess.run(["git", "init", "-q", str(dest)], check=True)
 
 
 def lay_out_wheel(name: str, version: str, dest: Path) -> Path:
@@ -119,6 +127,7 @@ def lay_out_wheel(name: str, version: str, dest: Path) -> Path:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(z.read(info))
     (dest / "pyproject.toml").write_text("[tool.patchaudit]\n")
+    _own_repository(dest)
     (dest / ".laid").write_text(f"{name}=={version}\n")
     return dest
 
@@ -182,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"skip {repo}: no mirror at {mirror} (fetch github:{repo})", file=sys.stderr)
                 continue
             tree = lay_out(mirror, commit, dest)
+        _own_repository(tree)
         if args.fresh:
             (tree / ".findings.json").unlink(missing_ok=True)
         print(f"{repo}@{commit}: checking", file=sys.stderr)
