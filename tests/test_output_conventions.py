@@ -382,11 +382,26 @@ def test_add_noqa_suppresses_each_reported_line(tree):
     assert (tree / "m.py").read_text().startswith("x = legacy_load_mm_data(prompt=t)  # patchaudit: ignore[PA104, PA101]\n")
     # the patch: the comment on the line it adds; the hunk still applies
     assert (tree / "p.patch").read_text().endswith("+out = legacy_load_mm_data(prompt=text)  # patchaudit: ignore[PA101]\n")
-    subprocess.run(["git", "apply", "--check", "--unsafe-paths", "p.patch"], cwd=tree, check=False)
+    (tree / "x.py").write_text("a = 1\nout = load_mm_data(prompt=text)\n")  # the patch's pre-image
+    applied = subprocess.run(["git", "apply", "--check", "p.patch"], cwd=tree, capture_output=True, text=True)
+    assert applied.returncode == 0, applied.stderr
+    (tree / "x.py").unlink()
     assert "Added 4 suppression comments." in res.stderr
     again = run(tree, ["check", "--no-cache", "."])
     assert again.exit_code == 0, again.stdout
     assert "Added 0 suppression comments." in run(tree, ["check", "--no-cache", "--add-noqa", "."]).stderr
+
+
+def test_add_noqa_counts_lines_as_the_parser(tmp_path):
+    """Python ends a line at CRLF, a lone CR or LF only: a form feed inside a comment is no
+    line end (str.splitlines counts one, and put the comment on the line after the
+    finding's): issue 40's line-end rule, as the fixer counts lines."""
+    (tmp_path / "r.py").write_bytes(b"# page\x0cbreak\rout = legacy_load_mm_data(prompt=text)\nkeep = 2\n")
+    res = run(tmp_path, ["check", "--no-cache", "--add-noqa", "."])
+    assert "Added 1 suppression comment" in res.stderr, res.stderr
+    assert (tmp_path / "r.py").read_bytes() == (
+        b"# page\x0cbreak\rout = legacy_load_mm_data(prompt=text)  # patchaudit: ignore[PA101]\nkeep = 2\n"
+    )
 
 
 def test_add_noqa_leaves_lines_a_comment_cannot_go_on(tmp_path):

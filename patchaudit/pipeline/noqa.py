@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 from patchaudit.inputs.discover import PATCH, PYTHON, classify
 from patchaudit.model.findings import Finding
+from patchaudit.patching.patchedit import split_keepends, split_source_keepends
 from patchaudit.pipeline.fix import FileFix
 from patchaudit.units.suppression import parse_suppression
 
@@ -80,23 +81,31 @@ def with_codes(line: str, codes: list[str]) -> str:
     return f"{body}  # patchaudit: ignore[{', '.join(want)}]" + line[len(body) :]
 
 
+def _comment(lines: list[str], n: int, codes: list[str], why: str | None, where: str, out: NoqaOutcome) -> int:
+    """Line `n` with our comment naming `codes` (1), or why not, said in `out` (0)."""
+    if why:
+        out.messages.append(f"{where}: no suppression comment added: {why}")
+        return 0
+    raw = lines[n - 1]
+    body = raw.rstrip("\r\n")
+    new = with_codes(body, codes)
+    if new == body:
+        return 0
+    lines[n - 1] = new + raw[len(body) :]
+    return 1
+
+
 def _python_lines(text: str, wanted: dict[int, list[str]], path: str, out: NoqaOutcome) -> str:
-    lines = text.splitlines(keepends=True)
+    # numbered as the parser numbers them ("\r\n", a lone "\r", "\n"), as the fixer does
+    lines = split_source_keepends(text)
     in_strings = _string_lines(text)
     added = 0
     for n, codes in sorted(wanted.items()):
         if not 0 < n <= len(lines):
             continue
-        raw = lines[n - 1]
-        body = raw.rstrip("\r\n")
+        body = lines[n - 1].rstrip("\r\n")
         why = "it ends inside a string" if n in in_strings else _takes_comment(body)
-        if why:
-            out.messages.append(f"{path}:{n}: no suppression comment added: {why}")
-            continue
-        new = with_codes(body, codes)
-        if new != body:
-            lines[n - 1] = new + raw[len(body) :]
-            added += 1
+        added += _comment(lines, n, codes, why, f"{path}:{n}", out)
     new_text = "".join(lines)
     if new_text != text and _parses(text) and not _parses(new_text):
         out.messages.append(f"{path}: no suppression comments added: the file would no longer parse")
@@ -142,7 +151,7 @@ def _patch_lines(text: str, wanted: dict[int, list[str]], path: str, out: NoqaOu
         for pl in hunk.lines:
             if pl.kind == "+":
                 added[pl.patch_line] = section.path or ""
-    lines = text.splitlines(keepends=True)
+    lines = split_keepends(text)  # a patch's lines end at "\n" only
     for n, codes in sorted(wanted.items()):
         target = added.get(n)
         if target is None or not 0 < n <= len(lines):
@@ -151,16 +160,7 @@ def _patch_lines(text: str, wanted: dict[int, list[str]], path: str, out: NoqaOu
         if classify(target) != PYTHON:
             out.messages.append(f"{path}:{n}: no suppression comment added: {target} is not a Python file")
             continue
-        raw = lines[n - 1]
-        body = raw.rstrip("\r\n")
-        why = _takes_comment(body[1:])
-        if why:
-            out.messages.append(f"{path}:{n}: no suppression comment added: {why}")
-            continue
-        new = with_codes(body, codes)
-        if new != body:
-            lines[n - 1] = new + raw[len(body) :]
-            out.added += 1
+        out.added += _comment(lines, n, codes, _takes_comment(lines[n - 1].rstrip("\r\n")[1:]), f"{path}:{n}", out)
     return "".join(lines)
 
 
